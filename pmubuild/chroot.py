@@ -1,0 +1,87 @@
+"""Cached debootstrap chroots that build for kernels the host toolchain cannot serve.
+
+One chroot per Debian suite and package set (the name carries a hash of the set), created
+whole or not at all. Builds run in a private mount namespace: the kernel tree and the build
+directory are bind-mounted at their own paths, so nothing inside the chroot needs rewriting.
+"""
+
+import hashlib
+import shlex
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+from . import cache
+from .apt import PrivateApt, mirrors
+from .errors import PipelineError
+from .matrix import GNU_TRIPLET
+from .progress import step
+
+# Libraries the kbuild tools link (objtool: libelf; sign-file: libssl); the first name the
+# suite has wins (t64 renames from trixie on).
+LIBRARY_ALTERNATIVES = (("libelf1t64", "libelf1"), ("libssl3t64", "libssl3", "libssl1.1"))
+
+
+def packages_for(apt: PrivateApt, suite: str, gcc_major: int, host_arch: str) -> list[str]:
+    names = {p.name for p in apt.packages(suite, host_arch)}
+    pkgs = ["make", "libc6-dev", f"gcc-{gcc_major}"]
+    for arch, triplet in GNU_TRIPLET.items():
+        if arch != host_arch:
+            pkgs.append(f"gcc-{gcc_major}-{triplet}")
+    for alternatives in LIBRARY_ALTERNATIVES:
+        found = next((n for n in alternatives if n in names), None)
+        if found:
+            pkgs.append(found)
+    missing = [p for p in pkgs if p.startswith("gcc") and p not in names]
+    if missing:
+        raise PipelineError(f"Debian {suite} has no {', '.join(missing)} in the index")
+    return sorted(pkgs)
+
+
+def chroot_dir(suite: str, pkgs: list[str]) -> Path:
+    digest = hashlib.sha256(" ".join([suite, *pkgs]).encode()).hexdigest()[:10]
+    return cache.subdir("chroots") / f"{suite}-{digest}"
+
+
+def ensure(apt: PrivateApt, suite: str, gcc_major: int, host_arch: str) -> Path:
+    """The chroot for `suite` with gcc-N (native and cross), created on first use."""
+    pkgs = packages_for(apt, suite, gcc_major, host_arch)
+    final = chroot_dir(suite, pkgs)
+    if (final / "usr" / "bin" / f"gcc-{gcc_major}").exists():
+        return final
+    if not shutil.which("debootstrap"):
+        raise PipelineError("debootstrap is not installed (apt-get install debootstrap)")
+    cache.remove_stale_partials(final.parent)
+    cache.ensure_free_space(final.parent, 1500, f"a Debian {suite} build chroot")
+    cmd = ["debootstrap", "--variant=minbase", f"--include={','.join(pkgs)}",
+           suite, "ROOT", mirrors()[0]]
+    with step(f"creating Debian {suite} build chroot ({', '.join(pkgs)})"), \
+            cache.atomic_dir(final) as tmp:
+        cmd[-2] = str(tmp)
+        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        assert proc.stdout
+        tail: list[str] = []
+        for line in proc.stdout:
+            tail = (tail + [line.rstrip()])[-20:]
+            if line.startswith(("I: Retrieving", "I: Validating")):
+                continue  # hundreds of lines; the rest is progress enough
+            print(f"  [debootstrap {suite}] {line.rstrip()}", file=sys.stderr, flush=True)
+        if proc.wait() != 0:
+            raise PipelineError(f"debootstrap of Debian {suite} failed:\n  " + "\n  ".join(tail))
+    return final
+
+
+def run(root: Path, binds: list[Path], argv: list[str], cwd: Path) -> subprocess.CompletedProcess[str]:
+    """Run argv inside the chroot with `binds` mounted at their own paths; output captured."""
+    lines = ["set -e"]
+    for p in [Path("/dev"), *binds]:
+        target = f"{root}{p}"
+        lines.append(f"mkdir -p {shlex.quote(target)}")
+        lines.append(f"mount --bind {shlex.quote(str(p))} {shlex.quote(target)}")
+    inner = f"cd {shlex.quote(str(cwd))} && exec {shlex.join(argv)}"
+    lines.append(f"exec chroot {shlex.quote(str(root))} /usr/bin/env -i "
+                 "PATH=/usr/sbin:/usr/bin:/sbin:/bin LANG=C.UTF-8 HOME=/root "
+                 f"/bin/sh -c {shlex.quote(inner)}")
+    return subprocess.run(["unshare", "--mount", "--propagation", "private", "sh", "-c",
+                           "\n".join(lines)], capture_output=True, text=True)

@@ -1,0 +1,117 @@
+"""Inspect and validate a kernel build tree (KDIR): what it is, and what it lacks.
+
+Accepts a Debian headers tree (any flavour, any arch, extracted by hand or by us) or a full
+kernel build tree. Validation names the missing piece instead of letting make fail later.
+"""
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from .errors import PipelineError
+
+_CONFIG_LINE = re.compile(r"^(CONFIG_[A-Z0-9_]+)=(.*)$")
+ARCH_BY_CONFIG = (("CONFIG_ARM64", "arm64"), ("CONFIG_X86_64", "amd64"))
+# kbuild host tools an external module build runs.
+KBUILD_TOOLS = ("scripts/basic/fixdep", "scripts/mod/modpost")
+
+
+@dataclass(frozen=True)
+class KernelTree:
+    path: Path
+    arch: str  # Debian arch name: amd64 or arm64
+    release: str
+    cc_text: str  # CONFIG_CC_VERSION_TEXT, e.g. "gcc-14 (Debian 14.2.0-19) 14.2.0"
+    cc_major: int
+    config: dict[str, str]
+
+    @property
+    def symvers(self) -> Path:
+        return self.path / "Module.symvers"
+
+    def tool(self, rel: str) -> Path:
+        return self.path / rel
+
+
+def read_config(path: Path) -> dict[str, str]:
+    config = {}
+    for line in path.read_text(errors="replace").splitlines():
+        m = _CONFIG_LINE.match(line)
+        if m:
+            config[m.group(1)] = m.group(2).strip('"')
+    return config
+
+
+def _release(path: Path) -> str:
+    rel = path / "include" / "config" / "kernel.release"
+    if rel.exists():
+        return rel.read_text().strip()
+    kv = path / ".kernelvariables"
+    if kv.exists():
+        m = re.search(r"KERNELRELEASE\s*=\s*(\S+)", kv.read_text())
+        if m:
+            return m.group(1)
+    utsrelease = path / "include" / "generated" / "utsrelease.h"
+    if utsrelease.exists():
+        m = re.search(r'UTS_RELEASE "([^"]+)"', utsrelease.read_text())
+        if m:
+            return m.group(1)
+    raise PipelineError(f"{path}: cannot tell the kernel release (no include/config/"
+                        "kernel.release, .kernelvariables or include/generated/utsrelease.h): "
+                        "is this a prepared kernel tree (make modules_prepare)?")
+
+
+def _included_makefile_problem(path: Path) -> str | None:
+    """Debian's arch headers Makefile includes the common headers' Makefile by path."""
+    text = (path / "Makefile").read_text(errors="replace")
+    for m in re.finditer(r"^include\s+(\S+)$", text, re.M):
+        target = Path(m.group(1))
+        full = target if target.is_absolute() else path / target
+        if not full.exists():
+            hint = ""
+            if target.is_absolute() and (path.parent / target.parent.name).is_dir():
+                hint = (f"; the common headers sit beside this tree: make the line read "
+                        f"'include ../{target.parent.name}/Makefile'")
+            elif target.parent.name.endswith("-common"):
+                hint = f"; extract the {target.parent.name} package beside this tree"
+            return f"{path}/Makefile includes {target}, which does not exist{hint}"
+    return None
+
+
+def inspect(path_str: str | Path) -> KernelTree:
+    """Validate `path` as a kernel build tree for external modules, or raise PipelineError."""
+    path = Path(path_str).expanduser().resolve()
+    if not path.is_dir():
+        raise PipelineError(f"--kdir {path}: no such directory")
+    missing = [f for f in ("Makefile", ".config") if not (path / f).exists()]
+    if missing:
+        raise PipelineError(f"--kdir {path} is not a kernel build tree: missing "
+                            f"{' and '.join(missing)} (want e.g. /lib/modules/RELEASE/build "
+                            "or /usr/src/linux-headers-RELEASE)")
+    problem = _included_makefile_problem(path)
+    if problem:
+        raise PipelineError(problem)
+    config = read_config(path / ".config")
+    arch = next((a for sym, a in ARCH_BY_CONFIG if config.get(sym) == "y"), None)
+    if arch is None:
+        raise PipelineError(f"{path}/.config is for an architecture simple-pmu does not "
+                            "support (need CONFIG_X86_64 or CONFIG_ARM64)")
+    for rel in ("include/generated/autoconf.h", "Module.symvers"):
+        if not (path / rel).exists():
+            raise PipelineError(f"{path}: {rel} is missing; run 'make modules_prepare' "
+                                "(and a full build for Module.symvers) in that tree")
+    absent = [t for t in KBUILD_TOOLS if not (path / t).exists()]
+    if absent:
+        raise PipelineError(
+            f"{path}: kbuild tools missing: {', '.join(absent)}; on Debian install the "
+            "linux-kbuild-X package for this machine's architecture (headers need it), "
+            "in a full tree run 'make modules_prepare'")
+    cc_text = config.get("CONFIG_CC_VERSION_TEXT", "")
+    if config.get("CONFIG_CC_IS_CLANG") == "y":
+        raise PipelineError(f"{path}: kernel built with clang ({cc_text}); only gcc-built "
+                            "kernels are supported")
+    gcc_version = config.get("CONFIG_GCC_VERSION", "")
+    if not gcc_version.isdigit() or int(gcc_version) == 0:
+        raise PipelineError(f"{path}/.config has no CONFIG_GCC_VERSION: cannot tell "
+                            "which compiler the kernel wants")
+    return KernelTree(path, arch, _release(path), cc_text, int(gcc_version) // 10000, config)
