@@ -214,18 +214,23 @@ class PrivateApt:
                             "download from the Debian registry failed:\n  "
                             + "\n  ".join(err[-6:] or [proc.stderr.strip()[-500:]]))
                     for p in missing:
-                        got = tmp / p.deb_name
-                        if not got.exists():
+                        # apt names the file name_version_arch.deb with the epoch as %3a.
+                        got = [f for f in tmp.glob(f"{p.name}_*.deb")
+                               if f.name.split("_")[0] == p.name]
+                        if len(got) != 1:
                             raise PipelineError(f"apt-get download did not produce {p.deb_name}")
-                        got.rename(self.debs / p.deb_name)
+                        got[0].rename(self.debs / p.deb_name)
         return [self.debs / p.deb_name for p in pkgs]
+
+
+_KEPT = ("Package: linux-", "Package: gcc", "Package: busybox", "Package: python3",
+         "Package: lib", "Package: pahole", "Package: dwarves")
 
 
 def parse_packages(text: str, suite: str, arch: str) -> Iterator[Package]:
     """Parse a Packages file, keeping only what the matrix and chroots need (speed)."""
     for stanza in text.split("\n\n"):
-        if not stanza.startswith("Package: linux-") and not stanza.startswith(
-                ("Package: gcc", "Package: busybox", "Package: python3", "Package: lib")):
+        if not stanza.startswith(_KEPT):
             continue
         fields: dict[str, str] = {}
         for line in stanza.splitlines():

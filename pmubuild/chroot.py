@@ -18,14 +18,17 @@ from .errors import PipelineError
 from .matrix import GNU_TRIPLET
 from .progress import step
 
-# Libraries the kbuild tools link (objtool: libelf; sign-file: libssl); the first name the
+# Libraries and tools the kbuild tools use (objtool: libelf; sign-file: libssl); the first name the
 # suite has wins (t64 renames from trixie on).
-LIBRARY_ALTERNATIVES = (("libelf1t64", "libelf1"), ("libssl3t64", "libssl3", "libssl1.1"))
+# pahole generates BTF for modules when the headers ship vmlinux (Debian 6.12 and later).
+LIBRARY_ALTERNATIVES = (("libelf1t64", "libelf1"), ("libssl3t64", "libssl3", "libssl1.1"),
+                        ("pahole", "dwarves"))
 
 
 def packages_for(apt: PrivateApt, suite: str, gcc_major: int, host_arch: str) -> list[str]:
     names = {p.name for p in apt.packages(suite, host_arch)}
-    pkgs = ["make", "libc6-dev", f"gcc-{gcc_major}"]
+    # perl (W=1 runs kernel-doc) and python3 (kernel-doc from 6.17) as kbuild calls them.
+    pkgs = ["make", "libc6-dev", "perl", "python3", f"gcc-{gcc_major}"]
     for arch, triplet in GNU_TRIPLET.items():
         if arch != host_arch:
             pkgs.append(f"gcc-{gcc_major}-{triplet}")

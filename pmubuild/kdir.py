@@ -43,21 +43,23 @@ def read_config(path: Path) -> dict[str, str]:
 
 
 def _release(path: Path) -> str:
-    rel = path / "include" / "config" / "kernel.release"
-    if rel.exists():
-        return rel.read_text().strip()
-    kv = path / ".kernelvariables"
-    if kv.exists():
-        m = re.search(r"KERNELRELEASE\s*=\s*(\S+)", kv.read_text())
-        if m:
-            return m.group(1)
+    """The release modules must carry in vermagic: UTS_RELEASE first (Debian's
+    include/config/kernel.release holds the upstream version, not the ABI name)."""
     utsrelease = path / "include" / "generated" / "utsrelease.h"
     if utsrelease.exists():
         m = re.search(r'UTS_RELEASE "([^"]+)"', utsrelease.read_text())
         if m:
             return m.group(1)
-    raise PipelineError(f"{path}: cannot tell the kernel release (no include/config/"
-                        "kernel.release, .kernelvariables or include/generated/utsrelease.h): "
+    kv = path / ".kernelvariables"
+    if kv.exists():
+        m = re.search(r"KERNELRELEASE\s*=\s*(\S+)", kv.read_text())
+        if m:
+            return m.group(1)
+    rel = path / "include" / "config" / "kernel.release"
+    if rel.exists():
+        return rel.read_text().strip()
+    raise PipelineError(f"{path}: cannot tell the kernel release (no include/generated/"
+                        "utsrelease.h, .kernelvariables or include/config/kernel.release): "
                         "is this a prepared kernel tree (make modules_prepare)?")
 
 

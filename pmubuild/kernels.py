@@ -99,7 +99,10 @@ def _packages_for(apt: PrivateApt, suite: Suite, arch: str, headers: Package,
     common = apt.exact(common_name, headers.version, "all")
     kbuild = apt.exact(kbuild_name, headers.version, host_arch)
     image = None
-    for name in (f"linux-image-{abi}-{arch}-unsigned", f"linux-image-{abi}-{arch}"):
+    # The package that ships /boot/vmlinuz: from 7.x Debian splits linux-image-X into a
+    # metapackage over linux-binary-X (the kernel) and linux-modules-X.
+    for name in (f"linux-image-{abi}-{arch}-unsigned", f"linux-binary-{abi}-{arch}",
+                 f"linux-image-{abi}-{arch}"):
         try:
             image = apt.exact(name, headers.version, arch)
             break

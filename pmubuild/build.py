@@ -1,0 +1,93 @@
+"""Build simple-pmu.ko for one kernel tree, with the compiler that tree wants.
+
+Sources are copied into build/<release>-<arch>/ (never built in the source tree), so one
+checkout builds for many kernels side by side, the way DKMS builds from /usr/src.
+"""
+
+import shutil
+import subprocess
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from . import chroot, toolchain
+from .apt import PrivateApt
+from .errors import PipelineError
+from .kdir import KernelTree, inspect
+
+REPO = Path(__file__).resolve().parents[1]
+MODULE_SOURCES = ("Kbuild", "drivers", "include")
+MODULE_NAME = "simple-pmu"
+
+
+@dataclass(frozen=True)
+class BuildResult:
+    tree: KernelTree
+    toolchain: toolchain.Toolchain
+    build_dir: Path
+    ko: Path
+    warnings: tuple[str, ...]
+    log: str
+
+
+def default_gcc_by_suite(apt: PrivateApt) -> dict[str, int]:
+    """Each Debian userland's default gcc major version, read from the index (gcc 4:14.2.0-1)."""
+    result = {}
+    for suite in ("bullseye", "bookworm", "trixie", "sid"):
+        gcc = [p for p in apt.packages(suite, "amd64") if p.name == "gcc"]
+        if gcc:
+            upstream = gcc[-1].version.split(":", 1)[-1]
+            result[suite] = int(upstream.split(".")[0])
+    return result
+
+
+def build_dir_for(tree: KernelTree, root: Path | None = None) -> Path:
+    return (root or REPO / "build") / f"{tree.release}-{tree.arch}"
+
+
+def stage_sources(dest: Path, src: Path = REPO) -> None:
+    dest.mkdir(parents=True, exist_ok=True)
+    for name in MODULE_SOURCES:
+        s = src / name
+        if s.is_dir():
+            shutil.copytree(s, dest / name, dirs_exist_ok=True)
+        elif s.exists():
+            shutil.copy2(s, dest / name)
+
+
+def choose_toolchain(tree: KernelTree, apt_factory: Callable[[], PrivateApt]) -> toolchain.Toolchain:
+    try:
+        # Most trees build on the host: no package index needed for them.
+        return toolchain.choose(tree, {})
+    except PipelineError as e:
+        if "no Debian suite" not in str(e):
+            raise
+    apt = apt_factory()
+    apt.update()
+    return toolchain.choose(tree, default_gcc_by_suite(apt))
+
+
+def build(kdir: str | Path, *, w1: bool = False, build_root: Path | None = None,
+          apt_factory: Callable[[], PrivateApt] = PrivateApt, jobs: int = 2) -> BuildResult:
+    tree = inspect(kdir)
+    tc = choose_toolchain(tree, apt_factory)
+    out = build_dir_for(tree, build_root)
+    stage_sources(out)
+    argv = ["make", f"-j{jobs}", "-C", str(tree.path), f"M={out}", *tc.make_vars]
+    if w1:
+        argv.append("W=1")
+    argv.append("modules")
+    if tc.chroot_suite:
+        apt = apt_factory()
+        apt.update()
+        root = chroot.ensure(apt, tc.chroot_suite, tree.cc_major, toolchain.host_info().arch)
+        proc = chroot.run(root, [*toolchain.tree_paths(tree), out], argv, out)
+    else:
+        proc = subprocess.run(argv, cwd=out, capture_output=True, text=True)
+    log = proc.stdout + proc.stderr
+    ko = out / f"{MODULE_NAME}.ko"
+    if proc.returncode != 0 or not ko.exists():
+        tail = "\n  ".join(log.strip().splitlines()[-25:])
+        raise PipelineError(f"build for {tree.release} ({tc.cc}, {tc.where}) failed:\n  {tail}")
+    warnings = tuple(ln for ln in log.splitlines() if "warning:" in ln.lower())
+    return BuildResult(tree, tc, out, ko, warnings, log)

@@ -1,0 +1,100 @@
+"""What each invoke task does; tasks.py only maps arguments onto these functions."""
+
+import shlex
+import time
+from pathlib import Path
+
+from . import build, kernels, matrix, matrixrun
+from .apt import PrivateApt
+from .errors import PipelineError
+from .progress import say
+
+DEMO_SCRIPT = """\
+echo "--- arm64 guest: $(uname -r), $(nproc) CPUs, QEMU -cpu max (emulated PMUv3)"
+echo "--- before loading the module, user reads of PMCCNTR_EL0 trap:"
+pmuread all
+echo "--- modprobe simple-pmu"
+modprobe simple-pmu || exit 1
+for f in /sys/devices/system/simple-pmu/simple-pmu0/*; do
+    [ -f "$f" ] && echo "    $(basename "$f") = $(cat "$f")"
+done
+echo "--- now user space reads the cycle counter on every CPU (first/second reading):"
+pmuread all || exit 1
+echo "--- rmmod simple-pmu: access is withdrawn again"
+rmmod simple-pmu && pmuread all
+exit 0
+"""
+
+
+def kdir(kernel: str, arch: str, refresh: bool = False) -> Path:
+    suite = matrix.check_suite(kernel)
+    matrix.check_arch(arch)
+    return kernels.fetch(PrivateApt(), suite, arch, refresh=refresh).kdir
+
+
+def kdir_list(refresh: bool = False) -> list[str]:
+    apt = PrivateApt()
+    apt.update(force=refresh)
+    lines = [f"{'suite':<19} {'arch':<6} {'release':<24} {'version':<22} cached"]
+    for suite in matrix.SUITES.values():
+        for arch in matrix.ARCHES:
+            kp = kernels.resolve(apt, suite, arch)
+            cached = "yes" if kernels.load_entry(kernels.entry_dir(kp)) else "no"
+            lines.append(f"{suite.name:<19} {arch:<6} {kp.release:<24} {kp.version:<22} {cached}")
+    return lines
+
+
+def build_one(kdir_path: str, w1: bool) -> build.BuildResult:
+    result = build.build(kdir_path, w1=w1)
+    say(f"built for {result.tree.release} with {result.toolchain.cc} on "
+        f"{result.toolchain.where} ({result.toolchain.reason})")
+    for w in result.warnings:
+        say(f"warning: {w}")
+    return result
+
+
+def build_suite(kernel: str, arch: str, w1: bool) -> list[build.BuildResult]:
+    apt = PrivateApt()
+    results = []
+    for suite, a in matrix.expand(kernel, arch):
+        fk = kernels.fetch(apt, suite, a)
+        results.append(build_one(str(fk.kdir), w1))
+    return results
+
+
+def test_qemu(kernel: str, arch: str, timeout: float, jobs: int) -> bool:
+    combos = matrix.expand(kernel, arch)
+    start = time.monotonic()
+    results = matrixrun.test_matrix(combos, timeout=timeout, jobs=jobs)
+    for line in matrixrun.report(results):
+        print(line)
+    tests = [t for r in results for t in r.results]
+    failed = sum(t.verdict == "FAIL" for t in tests) + sum(r.error is not None for r in results)
+    passed = sum(t.verdict == "PASS" for t in tests)
+    skipped = sum(t.verdict == "SKIP" for t in tests)
+    print(f"test-qemu: {len(results)} kernel(s), wall time {time.monotonic() - start:.0f}s")
+    print(f"{passed} passed, {failed} failed" + (f", {skipped} skipped" if skipped else ""))
+    return failed == 0
+
+
+def qemu_run(kernel: str, arch: str, argv: str, add: list[str], timeout: float) -> int:
+    if not argv.strip():
+        raise PipelineError("qemu-run needs a command after --, e.g. "
+                            "invoke qemu-run --kernel trixie --arch arm64 -- 'modprobe simple-pmu'")
+    suite = matrix.check_suite(kernel)
+    matrix.check_arch(arch)
+    run = matrixrun.qemu_run(suite, arch, argv, [Path(p).resolve() for p in add], timeout)
+    print(run.command_output)
+    assert run.command_rc is not None
+    return run.command_rc
+
+
+def demo() -> int:
+    for res in build_suite(matrix.DEFAULT_SUITE, "all", w1=False):
+        print(f"module: {res.ko}")
+    print(f"booting the {matrix.DEFAULT_SUITE} arm64 kernel under QEMU ...", flush=True)
+    return qemu_run(matrix.DEFAULT_SUITE, "arm64", DEMO_SCRIPT, [], 300)
+
+
+def quote(argv: list[str]) -> str:
+    return shlex.join(argv)

@@ -1,0 +1,100 @@
+"""`invoke test-qemu` and `invoke qemu-run`: build, boot and report across the matrix."""
+
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+
+from . import build, guest, kernels, qemu
+from .apt import PrivateApt
+from .errors import PipelineError
+from .matrix import Suite
+from .progress import say
+
+_fetch_lock = threading.Lock()  # apt and chroot creation are not safe to run twice at once
+
+
+@dataclass
+class ComboResult:
+    suite: str
+    arch: str
+    release: str
+    results: list[qemu.TestResult]
+    error: str | None
+    seconds: float
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None and all(r.verdict != "FAIL" for r in self.results)
+
+
+def prepare(apt: PrivateApt, suite: Suite, arch: str) -> tuple[kernels.FetchedKernel, Path]:
+    """Fetch the kernel and build the module (serialized: downloads and chroots are shared)."""
+    with _fetch_lock:
+        fk = kernels.fetch(apt, suite, arch)
+        result = build.build(fk.kdir)
+    return fk, result.ko
+
+
+def run_combo(apt: PrivateApt, suite: Suite, arch: str, timeout: float) -> ComboResult:
+    start = time.monotonic()
+    release = "?"
+    try:
+        fk, ko = prepare(apt, suite, arch)
+        release = fk.release
+        spec = guest.GuestSpec(arch, fk.release, ko)
+        initrd = guest.initramfs(spec, apt, ko.parent / "initrd-test.gz")
+        run = qemu.boot(arch, fk.image, initrd, "test", timeout)
+        error = run.problem()
+        if error is None and not run.results:
+            error = "the guest ran no test"
+        return ComboResult(suite.name, arch, release, run.results, error,
+                           time.monotonic() - start)
+    except PipelineError as e:
+        return ComboResult(suite.name, arch, release, [], str(e), time.monotonic() - start)
+
+
+def test_matrix(combos: list[tuple[Suite, str]], timeout: float = 240,
+                jobs: int = 2) -> list[ComboResult]:
+    apt = PrivateApt()
+    apt.update()
+    say(f"test-qemu: {len(combos)} kernel(s), {jobs} at a time")
+    done: list[ComboResult] = []
+
+    def one(combo: tuple[Suite, str]) -> ComboResult:
+        r = run_combo(apt, combo[0], combo[1], timeout)
+        done.append(r)
+        say(f"[{len(done)}/{len(combos)}] {r.suite}/{r.arch} {r.release}: "
+            f"{'ok' if r.ok else 'FAILED'} in {r.seconds:.0f}s")
+        return r
+
+    with ThreadPoolExecutor(max_workers=jobs) as pool:
+        return list(pool.map(one, combos))
+
+
+def report(results: list[ComboResult]) -> list[str]:
+    """One line per test per kernel, then details of whatever failed."""
+    lines = []
+    for r in results:
+        head = f"{r.suite:<19} {r.arch:<6} {r.release:<24}"
+        for t in r.results:
+            lines.append(f"{head} {t.verdict:<4} {t.name}: {t.detail}")
+            if t.verdict == "FAIL":
+                lines.extend(f"{'':>52}| {ln}" for ln in t.output)
+        if r.error:
+            lines.append(f"{head} FAIL (guest): {r.error}")
+    return lines
+
+
+def qemu_run(suite: Suite, arch: str, command: str, add: list[Path],
+             timeout: float = 300) -> qemu.GuestRun:
+    apt = PrivateApt()
+    fk, ko = prepare(apt, suite, arch)
+    spec = guest.GuestSpec(arch, fk.release, ko, mode="cmd", command=command, add=add)
+    initrd = guest.initramfs(spec, apt, ko.parent / "initrd-cmd.gz")
+    run = qemu.boot(arch, fk.image, initrd, "cmd", timeout)
+    problem = run.problem()
+    if problem:
+        raise PipelineError(problem)
+    return run

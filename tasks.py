@@ -1,0 +1,85 @@
+"""invoke tasks for simple-pmu: argument handling only; the work is in pmubuild."""
+
+import sys
+
+from invoke import Exit, task
+
+from pmubuild import commands
+from pmubuild.errors import PipelineError
+
+
+def _run(fn, *args, **kwargs):
+    try:
+        return fn(*args, **kwargs)
+    except PipelineError as e:
+        raise Exit(f"error: {e}", code=2) from None
+
+
+@task(help={"kernel": "Debian suite: bullseye, bookworm, bookworm-backports, trixie, sid",
+            "arch": "amd64 or arm64", "list": "print the matrix with resolved releases",
+            "refresh": "refresh the package index even if it is recent"})
+def kdir(c, kernel="", arch="", list=False, refresh=False):
+    """Print the path of a ready kernel build tree, fetching it on first use."""
+    if list:
+        for line in _run(commands.kdir_list, refresh):
+            print(line)
+        return
+    if not kernel or not arch:
+        raise Exit("error: give --kernel SUITE and --arch ARCH, or --list", code=2)
+    print(_run(commands.kdir, kernel, arch, refresh))
+
+
+@task(help={"kdir": "kernel build tree (headers package tree or full build tree)",
+            "kernel": "build for this suite of the matrix instead (or 'all')",
+            "arch": "with --kernel: amd64, arm64 or all", "w1": "build with W=1 warnings"})
+def build(c, kdir="", kernel="", arch="all", w1=False):
+    """Build simple-pmu.ko for a kernel tree and print where it is."""
+    if kdir:
+        results = [_run(commands.build_one, kdir, w1)]
+    else:
+        results = _run(commands.build_suite, kernel or "bookworm", arch, w1)
+    for r in results:
+        print(r.ko)
+
+
+@task(name="test-qemu",
+      help={"kernel": "suite or 'all'", "arch": "amd64, arm64 or 'all'",
+            "timeout": "seconds per guest", "jobs": "guests run in parallel"})
+def test_qemu(c, kernel="all", arch="all", timeout=240, jobs=2):
+    """Build, boot each kernel under QEMU, run the in-guest suite: one line per test."""
+    if not _run(commands.test_qemu, kernel, arch, float(timeout), int(jobs)):
+        raise Exit(code=1)
+
+
+@task(name="qemu-run", iterable=["add"],
+      help={"kernel": "suite", "arch": "amd64 or arm64",
+            "add": "file or directory to copy into the guest's working directory (repeatable)",
+            "timeout": "seconds before the guest is killed"})
+def qemu_run(c, kernel="bookworm", arch="arm64", add=None, timeout=300):
+    """Boot one guest with the module installed (not loaded) and run the command after --."""
+    rc = _run(commands.qemu_run, kernel, arch, c.remainder, add or [], float(timeout))
+    sys.exit(rc)
+
+
+@task
+def demo(c):
+    """Build both modules for the default kernel; show the arm64 one reading real counters."""
+    sys.exit(_run(commands.demo))
+
+
+@task
+def lint(c):
+    """ruff over the Python code."""
+    c.run("ruff check pmubuild tests tasks.py", pty=False)
+
+
+@task(name="unit")
+def unit(c):
+    """Unit and real-tree tests (pytest), no QEMU."""
+    c.run("pytest -q tests", pty=False)
+
+
+@task(pre=[lint, unit])
+def test(c):
+    """The whole suite: lint, pytest, then test-qemu on all 10 kernels."""
+    test_qemu(c)
