@@ -78,7 +78,8 @@ def ensure(apt: PrivateApt, suite: str, gcc_major: int, host_arch: str) -> Path:
 def run(root: Path, binds: list[Path], argv: list[str], cwd: Path) -> subprocess.CompletedProcess[str]:
     """Run argv inside the chroot with `binds` mounted at their own paths; output captured."""
     lines = ["set -e"]
-    for p in [Path("/dev"), *binds]:
+    # /dev for /dev/null, /proc for objtool (7.x reads its stack limit there).
+    for p in [Path("/dev"), Path("/proc"), *binds]:
         target = f"{root}{p}"
         lines.append(f"mkdir -p {shlex.quote(target)}")
         lines.append(f"mount --bind {shlex.quote(str(p))} {shlex.quote(target)}")

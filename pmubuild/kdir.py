@@ -63,20 +63,27 @@ def _release(path: Path) -> str:
                         "is this a prepared kernel tree (make modules_prepare)?")
 
 
-def _included_makefile_problem(path: Path) -> str | None:
-    """Debian's arch headers Makefile includes the common headers' Makefile by path."""
+def _makefile_path_problem(path: Path) -> str | None:
+    """Debian's arch headers Makefile names other trees by absolute path: the common
+    headers (include /usr/src/linux-headers-X-common/Makefile) and, from 7.x, itself
+    (KBUILD_OUTPUT=/usr/src/linux-headers-X-ARCH). Both must exist where named."""
     text = (path / "Makefile").read_text(errors="replace")
-    for m in re.finditer(r"^include\s+(\S+)$", text, re.M):
-        target = Path(m.group(1))
+    refs = [(m.group(1), "includes") for m in re.finditer(r"^include\s+(\S+)$", text, re.M)]
+    refs += [(m.group(1), "sets KBUILD_OUTPUT to")
+             for m in re.finditer(r"^KBUILD_OUTPUT\s*:?=\s*(\S+)$", text, re.M)]
+    for ref, verb in refs:
+        target = Path(ref)
         full = target if target.is_absolute() else path / target
-        if not full.exists():
-            hint = ""
-            if target.is_absolute() and (path.parent / target.parent.name).is_dir():
-                hint = (f"; the common headers sit beside this tree: make the line read "
-                        f"'include ../{target.parent.name}/Makefile'")
-            elif target.parent.name.endswith("-common"):
-                hint = f"; extract the {target.parent.name} package beside this tree"
-            return f"{path}/Makefile includes {target}, which does not exist{hint}"
+        if full.exists():
+            continue
+        named = target.parent if target.name == "Makefile" else target
+        hint = ""
+        if target.is_absolute() and (path.parent / named.name).is_dir():
+            hint = (f"; the tree it names sits beside this one: replace {named} with "
+                    f"{path.parent / named.name} in {path}/Makefile")
+        elif named.name.endswith("-common"):
+            hint = f"; extract the {named.name} package beside this tree"
+        return f"{path}/Makefile {verb} {target}, which does not exist{hint}"
     return None
 
 
@@ -90,7 +97,7 @@ def inspect(path_str: str | Path) -> KernelTree:
         raise PipelineError(f"--kdir {path} is not a kernel build tree: missing "
                             f"{' and '.join(missing)} (want e.g. /lib/modules/RELEASE/build "
                             "or /usr/src/linux-headers-RELEASE)")
-    problem = _included_makefile_problem(path)
+    problem = _makefile_path_problem(path)
     if problem:
         raise PipelineError(problem)
     config = read_config(path / ".config")

@@ -9,6 +9,7 @@ import gzip
 import json
 import re
 import subprocess
+import tarfile
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -147,34 +148,45 @@ def fetch(apt: PrivateApt, suite: Suite, arch: str, refresh: bool = False) -> Fe
         root = tmp / "root"
         for deb in debs[:3]:
             subprocess.run(["dpkg-deb", "-x", str(deb), str(root)], check=True)
-        _extract_boot(debs[3], root)
+        vmlinuz = root / "boot" / f"vmlinuz-{kp.release}"
+        _extract_kernel_image(debs[3], kp.release, vmlinuz)
         kdir = root / "usr" / "src" / f"linux-headers-{kp.release}"
-        relink_common_makefile(kdir)
-        image = qemu_image(root / "boot" / f"vmlinuz-{kp.release}", arch)
+        relink_headers_makefile(kdir, final / kdir.relative_to(tmp))
+        image = qemu_image(vmlinuz, arch)
         fk = FetchedKernel(suite.name, arch, kp.release, kp.version,
                            final / kdir.relative_to(tmp), final / image.relative_to(tmp))
         (tmp / "tree.json").write_text(fk.to_json())
     return fk
 
 
-def _extract_boot(deb: Path, root: Path) -> None:
-    """Only /boot of the image package: QEMU needs vmlinuz, not hundreds of MB of modules."""
-    root.mkdir(parents=True, exist_ok=True)
-    tar = subprocess.Popen(["dpkg-deb", "--fsys-tarfile", str(deb)], stdout=subprocess.PIPE)
-    subprocess.run(["tar", "-x", "-C", str(root), "--wildcards", "./boot/*"],
-                   stdin=tar.stdout, check=True)
-    if tar.wait() != 0:
-        raise PipelineError(f"cannot read {deb}")
+def _extract_kernel_image(deb: Path, release: str, out: Path) -> None:
+    """Only the kernel image: QEMU needs vmlinuz, not hundreds of MB of modules. It is
+    /boot/vmlinuz-RELEASE up to 6.x and /usr/lib/modules/RELEASE/vmlinuz from 7.x."""
+    wanted = {f"./boot/vmlinuz-{release}", f"./usr/lib/modules/{release}/vmlinuz"}
+    out.parent.mkdir(parents=True, exist_ok=True)
+    proc = subprocess.Popen(["dpkg-deb", "--fsys-tarfile", str(deb)], stdout=subprocess.PIPE)
+    assert proc.stdout
+    found = False
+    with tarfile.open(fileobj=proc.stdout, mode="r|") as tar:
+        for member in tar:
+            if member.name in wanted and member.isfile():
+                src = tar.extractfile(member)
+                assert src
+                out.write_bytes(src.read())
+                found = True
+    if proc.wait() != 0 or not found:
+        raise PipelineError(f"{deb.name} holds no kernel image ({' or '.join(sorted(wanted))})")
 
 
-def relink_common_makefile(kdir: Path) -> None:
-    """Debian's arch headers Makefile includes /usr/src/linux-headers-X-common/Makefile by
-    absolute path; point it at the sibling directory we extracted instead."""
+def relink_headers_makefile(kdir: Path, final: Path) -> None:
+    """Debian's arch headers Makefile names /usr/src/linux-headers-X-common (its include)
+    and, from 7.x, /usr/src/linux-headers-X-ARCH (KBUILD_OUTPUT) by absolute path; point
+    them at the directories we extracted, which sit side by side like in /usr/src.
+    `final` is where kdir will live once the cache entry is complete."""
     mk = kdir / "Makefile"
-    text = mk.read_text()
-    m = re.search(r"^include /usr/src/(linux-headers-[^/\s]+)/Makefile$", text, re.M)
-    if m:
-        mk.write_text(text.replace(m.group(0), f"include ../{m.group(1)}/Makefile"))
+    text = re.sub(r"/usr/src/(linux-headers-[^/\s]+)",
+                  lambda m: str(final.parent / m.group(1)), mk.read_text())
+    mk.write_text(text)
 
 
 def qemu_image(vmlinuz: Path, arch: str) -> Path:

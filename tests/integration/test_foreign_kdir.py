@@ -1,0 +1,101 @@
+"""`invoke build --kdir` on a headers tree it did not fetch itself: bookworm's cloud flavour,
+extracted by hand."""
+
+import os
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+from elftools.elf.elffile import ELFFile
+
+from pmubuild import kdir, kernels, matrix
+from pmubuild.apt import PrivateApt
+from pmubuild.errors import PipelineError
+
+pytestmark = pytest.mark.kernels
+REPO = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="module")
+def cloud_debs():
+    apt = PrivateApt()
+    apt.update()
+    generic = kernels.resolve(apt, matrix.SUITES["bookworm"], "amd64")
+    abi = generic.release.removesuffix("-amd64")
+    found = [p for p in apt.find(rf"linux-headers-{re.escape(abi)}-cloud-amd64",
+                                 matrix.SUITES["bookworm"].apt_suites, "amd64")
+             if p.version == generic.version]
+    assert found, f"no cloud headers for {abi} {generic.version}"
+    headers = found[-1]
+    common = apt.exact(f"linux-headers-{abi}-common", headers.version, "all")
+    kbuild_name = next(d for d in headers.dependency_names() if d.startswith("linux-kbuild-"))
+    kbuild = apt.exact(kbuild_name, headers.version, "amd64")
+    debs = apt.download([headers, common, kbuild])
+    return f"{abi}-cloud-amd64", kbuild_name, debs
+
+
+def extract(debs, root: Path, release: str) -> Path:
+    for deb in debs:
+        subprocess.run(["dpkg-deb", "-x", str(deb), str(root)], check=True)
+    return root / "usr" / "src" / f"linux-headers-{release}"
+
+
+def fix_makefile(tree: Path) -> None:
+    mk = tree / "Makefile"
+    mk.write_text(re.sub(r"^include /usr/src/(linux-headers-[^/\s]+)/Makefile$",
+                         r"include ../\1/Makefile", mk.read_text(), flags=re.M))
+
+
+def invoke_build(tree: Path):
+    return subprocess.run(["./devenv", "invoke", "build", "--kdir", str(tree)], cwd=REPO,
+                          capture_output=True, text=True, timeout=600, env=dict(os.environ))
+
+
+def modinfo(ko: Path) -> dict[str, str]:
+    with open(ko, "rb") as f:
+        elf = ELFFile(f)
+        data = elf.get_section_by_name(".modinfo").data()
+        machine = elf["e_machine"]
+    fields = dict(item.decode().split("=", 1) for item in data.split(b"\0") if b"=" in item)
+    return {"e_machine": machine, **fields}
+
+
+def test_cloud_tree_build(tmp_path, cloud_debs):
+    release, _, debs = cloud_debs
+    tree = extract(debs, tmp_path / "root", release)
+    with pytest.raises(PipelineError) as e:
+        kdir.inspect(tree)
+    msg = str(e.value)
+    common = f"linux-headers-{release.removesuffix('-cloud-amd64')}-common"
+    assert f"/usr/src/{common}/Makefile" in msg and "does not exist" in msg
+    assert "beside" in msg  # the hint: the common tree is a sibling
+
+    fix_makefile(tree)
+    assert kdir.inspect(tree).release == release
+    proc = invoke_build(tree)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    ko = Path(proc.stdout.strip().splitlines()[-1])
+    assert ko.name == "simple-pmu.ko" and ko.is_file()
+    info = modinfo(ko)
+    assert info["e_machine"] == "EM_X86_64"
+    assert info["vermagic"].startswith(release + " ")
+    assert info["name"] == "simple_pmu"
+
+
+def test_cloud_tree_without_kbuild(tmp_path, cloud_debs):
+    release, kbuild_name, debs = cloud_debs
+    tree = extract([d for d in debs if not d.name.startswith("linux-kbuild-")],
+                   tmp_path / "root", release)
+    fix_makefile(tree)
+    build_dir = REPO / "build" / f"{release}-amd64"
+    shutil.rmtree(build_dir, ignore_errors=True)  # our own output (cloud is off-matrix)
+    proc = invoke_build(tree)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode != 0
+    assert "scripts/basic/fixdep" in out
+    assert "linux-kbuild" in out
+    assert "Traceback" not in out
+    assert not build_dir.exists()
+    assert kbuild_name.startswith("linux-kbuild-")
