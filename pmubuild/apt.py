@@ -7,6 +7,7 @@ import os
 import re
 import shutil
 import subprocess
+import tempfile
 import time
 import urllib.error
 import urllib.request
@@ -204,23 +205,24 @@ class PrivateApt:
         missing = [p for p in pkgs if not (self.debs / p.deb_name).exists()]
         if missing:
             cache.ensure_free_space(self.debs, 400 + 60 * len(missing), "kernel packages")
-            with step(f"downloading {len(missing)} package(s): "
-                      + ", ".join(f"{p.name}:{p.arch}" for p in missing)):
-                with cache.atomic_dir(self.debs / "incoming") as tmp:
-                    proc = self._apt(["download", "-q", *[p.spec for p in missing]], cwd=tmp)
-                    if proc.returncode != 0:
-                        err = [ln for ln in proc.stderr.splitlines() if ln.startswith(("E:", "Err"))]
-                        raise PipelineError(
-                            "download from the Debian registry failed:\n  "
-                            + "\n  ".join(err[-6:] or [proc.stderr.strip()[-500:]]))
-                    for p in missing:
-                        # apt names the file name_version_arch.deb with the epoch as %3a.
-                        got = [f for f in tmp.glob(f"{p.name}_*.deb")
-                               if f.name.split("_")[0] == p.name]
-                        if len(got) != 1:
-                            raise PipelineError(f"apt-get download did not produce {p.deb_name}")
-                        got[0].rename(self.debs / p.deb_name)
+            names = ", ".join(f"{p.name}:{p.arch}" for p in missing)
+            with step(f"downloading {len(missing)} package(s): {names}"), \
+                    tempfile.TemporaryDirectory(dir=self.debs, prefix=cache.PARTIAL_PREFIX) as t:
+                self._download_into(missing, Path(t))
         return [self.debs / p.deb_name for p in pkgs]
+
+    def _download_into(self, missing: list[Package], tmp: Path) -> None:
+        proc = self._apt(["download", "-q", *[p.spec for p in missing]], cwd=tmp)
+        if proc.returncode != 0:
+            err = [ln for ln in proc.stderr.splitlines() if ln.startswith(("E:", "Err"))]
+            raise PipelineError("download from the Debian registry failed:\n  "
+                                + "\n  ".join(err[-6:] or [proc.stderr.strip()[-500:]]))
+        for p in missing:
+            # apt names the file name_version_arch.deb with the epoch as %3a.
+            got = [f for f in tmp.glob(f"{p.name}_*.deb") if f.name.split("_")[0] == p.name]
+            if len(got) != 1:
+                raise PipelineError(f"apt-get download did not produce {p.deb_name}")
+            got[0].rename(self.debs / p.deb_name)
 
 
 _KEPT = ("Package: linux-", "Package: gcc", "Package: busybox", "Package: python3",

@@ -55,7 +55,8 @@ def stage_sources(dest: Path, src: Path = REPO) -> None:
             shutil.copy2(s, dest / name)
 
 
-def choose_toolchain(tree: KernelTree, apt_factory: Callable[[], PrivateApt]) -> toolchain.Toolchain:
+def choose_toolchain(tree: KernelTree,
+                     apt_factory: Callable[[], PrivateApt]) -> toolchain.Toolchain:
     try:
         # Most trees build on the host: no package index needed for them.
         return toolchain.choose(tree, {})

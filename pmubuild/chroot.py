@@ -75,7 +75,8 @@ def ensure(apt: PrivateApt, suite: str, gcc_major: int, host_arch: str) -> Path:
     return final
 
 
-def run(root: Path, binds: list[Path], argv: list[str], cwd: Path) -> subprocess.CompletedProcess[str]:
+def run(root: Path, binds: list[Path], argv: list[str],
+        cwd: Path) -> subprocess.CompletedProcess[str]:
     """Run argv inside the chroot with `binds` mounted at their own paths; output captured."""
     lines = ["set -e"]
     # /dev for /dev/null, /proc for objtool (7.x reads its stack limit there).

@@ -72,6 +72,8 @@ def _makefile_path_problem(path: Path) -> str | None:
     refs += [(m.group(1), "sets KBUILD_OUTPUT to")
              for m in re.finditer(r"^KBUILD_OUTPUT\s*:?=\s*(\S+)$", text, re.M)]
     for ref, verb in refs:
+        if "$" in ref:
+            continue  # make variables ($(srctree)/...): a full tree's own includes
         target = Path(ref)
         full = target if target.is_absolute() else path / target
         if full.exists():
