@@ -131,6 +131,10 @@ class PrivateApt:
         age = self.index_age()
         if not force and age is not None and age < INDEX_MAX_AGE_S:
             return
+        with cache.locked("apt"):
+            self._update(age)
+
+    def _update(self, age: float | None) -> None:
         cache.ensure_free_space(self.root, 300, "the Debian package index")
         with step("updating the Debian package index (" + ", ".join(
                 ARCHIVE_SUITES + SECURITY_SUITES) + ")"):
@@ -204,12 +208,19 @@ class PrivateApt:
         self.debs.mkdir(parents=True, exist_ok=True)
         missing = [p for p in pkgs if not (self.debs / p.deb_name).exists()]
         if missing:
+            with cache.locked("debs"):
+                self._fetch_missing(pkgs)
+        return [self.debs / p.deb_name for p in pkgs]
+
+    def _fetch_missing(self, pkgs: list[Package]) -> None:
+        cache.remove_stale_partials(self.debs)
+        missing = [p for p in pkgs if not (self.debs / p.deb_name).exists()]
+        if missing:
             cache.ensure_free_space(self.debs, 400 + 60 * len(missing), "kernel packages")
             names = ", ".join(f"{p.name}:{p.arch}" for p in missing)
             with step(f"downloading {len(missing)} package(s): {names}"), \
                     tempfile.TemporaryDirectory(dir=self.debs, prefix=cache.PARTIAL_PREFIX) as t:
                 self._download_into(missing, Path(t))
-        return [self.debs / p.deb_name for p in pkgs]
 
     def _download_into(self, missing: list[Package], tmp: Path) -> None:
         proc = self._apt(["download", "-q", *[p.spec for p in missing]], cwd=tmp)

@@ -1,5 +1,6 @@
 """The cache of kernels, chroots and guest parts: outside the repo, entries complete or absent."""
 
+import fcntl
 import os
 import shutil
 import uuid
@@ -67,3 +68,17 @@ def atomic_dir(final: Path) -> Iterator[Path]:
     finally:
         if tmp.exists():
             shutil.rmtree(tmp, ignore_errors=True)
+
+
+@contextmanager
+def locked(name: str) -> Iterator[None]:
+    """Serialize writers of one part of the cache across processes (two invoke runs at
+    once must not assemble, or clean up, the same entry)."""
+    root = cache_root()
+    root.mkdir(parents=True, exist_ok=True)
+    with open(root / f"{name}.lock", "w") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)

@@ -53,6 +53,13 @@ def ensure(apt: PrivateApt, suite: str, gcc_major: int, host_arch: str) -> Path:
     final = chroot_dir(suite, pkgs)
     if (final / "usr" / "bin" / f"gcc-{gcc_major}").exists():
         return final
+    with cache.locked("chroots"):
+        if not (final / "usr" / "bin" / f"gcc-{gcc_major}").exists():
+            _create(suite, pkgs, final)
+    return final
+
+
+def _create(suite: str, pkgs: list[str], final: Path) -> None:
     if not shutil.which("debootstrap"):
         raise PipelineError("debootstrap is not installed (apt-get install debootstrap)")
     cache.remove_stale_partials(final.parent)
@@ -72,7 +79,6 @@ def ensure(apt: PrivateApt, suite: str, gcc_major: int, host_arch: str) -> Path:
             print(f"  [debootstrap {suite}] {line.rstrip()}", file=sys.stderr, flush=True)
         if proc.wait() != 0:
             raise PipelineError(f"debootstrap of Debian {suite} failed:\n  " + "\n  ".join(tail))
-    return final
 
 
 def run(root: Path, binds: list[Path], argv: list[str],

@@ -140,10 +140,16 @@ def fetch(apt: PrivateApt, suite: Suite, arch: str, refresh: bool = False) -> Fe
     done = load_entry(final)
     if done:
         return done
+    with cache.locked("kernels"):
+        return load_entry(final) or _assemble(apt, kp, final)
+
+
+def _assemble(apt: PrivateApt, kp: KernelPackages, final: Path) -> FetchedKernel:
+    suite, arch = kp.suite, kp.arch
     cache.remove_stale_partials(kernels_dir())
     debs = apt.download(kp.all)
     cache.ensure_free_space(kernels_dir(), 600, f"the {kp.release} kernel tree")
-    with step(f"assembling kernel tree {kp.release} ({suite.name}, {kp.version})"), \
+    with step(f"assembling kernel tree {kp.release} ({suite}, {kp.version})"), \
             cache.atomic_dir(final) as tmp:
         root = tmp / "root"
         for deb in debs[:3]:
@@ -153,7 +159,7 @@ def fetch(apt: PrivateApt, suite: Suite, arch: str, refresh: bool = False) -> Fe
         kdir = root / "usr" / "src" / f"linux-headers-{kp.release}"
         relink_headers_makefile(kdir, final / kdir.relative_to(tmp))
         image = qemu_image(vmlinuz, arch)
-        fk = FetchedKernel(suite.name, arch, kp.release, kp.version,
+        fk = FetchedKernel(suite, arch, kp.release, kp.version,
                            final / kdir.relative_to(tmp), final / image.relative_to(tmp))
         (tmp / "tree.json").write_text(fk.to_json())
     return fk
