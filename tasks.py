@@ -29,6 +29,13 @@ def kdir(c, kernel="", arch="", list=False, refresh=False):
     print(_run(commands.kdir, kernel, arch, refresh))
 
 
+@task(help={"kdir": "kernel build tree to probe"})
+def render(c, kdir):
+    """Probe a kernel tree and write its compat.h; print feature, value and evidence."""
+    for line in _run(commands.render, kdir):
+        print(line)
+
+
 @task(help={"kdir": "kernel build tree (headers package tree or full build tree)",
             "kernel": "build for this suite of the matrix instead (or 'all')",
             "arch": "with --kernel: amd64, arm64 or all", "w1": "build with W=1 warnings"})

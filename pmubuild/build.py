@@ -10,7 +10,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import chroot, toolchain
+from . import chroot, compat, toolchain
 from .apt import PrivateApt
 from .errors import PipelineError
 from .kdir import KernelTree, inspect
@@ -55,6 +55,14 @@ def stage_sources(dest: Path, src: Path = REPO) -> None:
             shutil.copy2(s, dest / name)
 
 
+def render_compat(tree: KernelTree, out: Path) -> list[compat.Result]:
+    """Write compat.h for this tree into its build directory (never the source tree)."""
+    try:
+        return compat.write(tree.path, out / "compat.h")
+    except compat.CompatError as e:
+        raise PipelineError(str(e)) from e
+
+
 def choose_toolchain(tree: KernelTree,
                      apt_factory: Callable[[], PrivateApt]) -> toolchain.Toolchain:
     try:
@@ -74,6 +82,7 @@ def build(kdir: str | Path, *, w1: bool = False, build_root: Path | None = None,
     tc = choose_toolchain(tree, apt_factory)
     out = build_dir_for(tree, build_root)
     stage_sources(out)
+    render_compat(tree, out)
     argv = ["make", f"-j{jobs}", "-C", str(tree.path), f"M={out}", *tc.make_vars]
     if w1:
         argv.append("W=1")

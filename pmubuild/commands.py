@@ -4,9 +4,10 @@ import shlex
 import time
 from pathlib import Path
 
-from . import build, kernels, matrix, matrixrun
+from . import build, compat, kernels, matrix, matrixrun
 from .apt import PrivateApt
 from .errors import PipelineError
+from .kdir import inspect
 from .progress import say
 
 DEMO_SCRIPT = """\
@@ -42,6 +43,14 @@ def kdir_list(refresh: bool = False) -> list[str]:
             cached = "yes" if kernels.load_entry(kernels.entry_dir(kp)) else "no"
             lines.append(f"{suite.name:<19} {arch:<6} {kp.release:<24} {kp.version:<22} {cached}")
     return lines
+
+
+def render(kdir_path: str) -> list[str]:
+    """Write build/<release>-<arch>/compat.h for the tree; the table of what was probed."""
+    tree = inspect(kdir_path)
+    out = build.build_dir_for(tree)
+    results = build.render_compat(tree, out)
+    return [*compat.table(results), f"wrote {out / 'compat.h'}"]
 
 
 def build_one(kdir_path: str, w1: bool) -> build.BuildResult:

@@ -8,10 +8,9 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from .compat import read_config, tree_arch
 from .errors import PipelineError
 
-_CONFIG_LINE = re.compile(r"^(CONFIG_[A-Z0-9_]+)=(.*)$")
-ARCH_BY_CONFIG = (("CONFIG_ARM64", "arm64"), ("CONFIG_X86_64", "amd64"))
 # kbuild host tools an external module build runs.
 KBUILD_TOOLS = ("scripts/basic/fixdep", "scripts/mod/modpost")
 
@@ -31,15 +30,6 @@ class KernelTree:
 
     def tool(self, rel: str) -> Path:
         return self.path / rel
-
-
-def read_config(path: Path) -> dict[str, str]:
-    config = {}
-    for line in path.read_text(errors="replace").splitlines():
-        m = _CONFIG_LINE.match(line)
-        if m:
-            config[m.group(1)] = m.group(2).strip('"')
-    return config
 
 
 def _release(path: Path) -> str:
@@ -103,7 +93,7 @@ def inspect(path_str: str | Path) -> KernelTree:
     if problem:
         raise PipelineError(problem)
     config = read_config(path / ".config")
-    arch = next((a for sym, a in ARCH_BY_CONFIG if config.get(sym) == "y"), None)
+    arch = tree_arch(config)
     if arch is None:
         raise PipelineError(f"{path}/.config is for an architecture simple-pmu does not "
                             "support (need CONFIG_X86_64 or CONFIG_ARM64)")

@@ -2,14 +2,16 @@
 /*
  * x86 registers used by simple-pmu, one accessor each.
  *
- * CPUID is issued here rather than through the kernel's cpuid(): that
- * is in asm/processor.h up to 6.1 at least but in asm/cpuid/api.h by 7.2,
- * which nothing a module includes pulls in.
+ * cpuid_count() has moved between headers (asm/processor.h, asm/cpuid.h,
+ * asm/cpuid/api.h); the generated compat.h includes the right one for the
+ * target kernel.
  */
 #ifndef SIMPLE_PMU_X86_PMU_REGS_H
 #define SIMPLE_PMU_X86_PMU_REGS_H
 
 #include <linux/types.h>
+
+#include "compat.h"
 
 struct spmu_cpuid_regs {
 	u32 eax;
@@ -21,9 +23,7 @@ struct spmu_cpuid_regs {
 /* CPUID on the calling CPU; ECX selects the sub-leaf. */
 static inline void spmu_cpuid(u32 leaf, u32 subleaf, struct spmu_cpuid_regs *r)
 {
-	asm volatile("cpuid"
-		     : "=a" (r->eax), "=b" (r->ebx), "=c" (r->ecx), "=d" (r->edx)
-		     : "0" (leaf), "2" (subleaf));
+	cpuid_count(leaf, subleaf, &r->eax, &r->ebx, &r->ecx, &r->edx);
 }
 
 #endif /* SIMPLE_PMU_X86_PMU_REGS_H */

@@ -1,0 +1,209 @@
+#!/usr/bin/env python3
+"""Probe a kernel build tree for what differs between kernels and render compat.h.
+
+Like Intel's kcompat-generator: look at the target tree (its headers, Module.symvers and
+.config), never at a version number, so distro and stable backports come out right.
+Each feature is one entry of FEATURES; compat.h.j2 turns the results into HAVE_ macros
+and small wrappers, and every macro in the header names its entry and evidence.
+
+Standalone on purpose: it needs only python3 and jinja2, so DKMS runs it on a user's
+machine before each build (PRE_BUILD):  python3 compat.py --kdir DIR --out compat.h
+"""
+
+import argparse
+import re
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import jinja2
+
+TEMPLATES = Path(__file__).resolve().parents[1] / "templates"
+ARCH_BY_CONFIG = (("CONFIG_ARM64", "arm64"), ("CONFIG_X86_64", "amd64"))
+_CONFIG_LINE = re.compile(r"^(CONFIG_[A-Z0-9_]+)=(.*)$")
+
+
+class CompatError(Exception):
+    """The tree cannot answer a probe; the message names the probe and the file."""
+
+
+@dataclass(frozen=True)
+class Feature:
+    name: str
+    kind: str  # file | fun | macro | matches | export | config
+    target: str  # header path, identifier, regex, exported symbol or CONFIG_ name
+    file: str  # where the probe looks ("" for kind file, which names its own)
+    arch: str  # amd64, arm64 or all
+    why: str
+
+
+# One feature per line, grouped by file, sorted within a group. `export` means exported
+# to every module (EXPORT_SYMBOL_FOR_MODULES, 6.19+, restricts a symbol to named ones).
+FEATURES = (
+    Feature("HAVE_ASM_CPUID_API_H", "file", "arch/x86/include/asm/cpuid/api.h", "", "amd64", "7.x: cpuid_count() moved here from asm/cpuid.h, and asm/processor.h no longer includes it"),  # noqa: E501
+    Feature("HAVE_ASM_CPUID_H", "file", "arch/x86/include/asm/cpuid.h", "", "amd64", "6.x: cpuid_count() moved from asm/processor.h to asm/cpuid.h"),  # noqa: E501
+    Feature("HAVE_RDMSRQ", "fun", "rdmsrq_safe", "arch/x86/include/asm/msr.h", "amd64", "6.16: rdmsrl*/wrmsrl* renamed rdmsrq*/wrmsrq*; 7.x has no rdmsrl_safe alias"),  # noqa: E501
+    Feature("HAVE_ARM_PMUV3_H", "file", "include/linux/perf/arm_pmuv3.h", "", "arm64", "6.4: ARMv8 PMU register macros moved out of asm/perf_event.h (we define our own bits)"),  # noqa: E501
+    Feature("HAVE_BUS_TYPE_CONST", "matches", r"subsys_system_register\(const struct bus_type", "include/linux/device.h", "all", "6.12: bus_type pointers became const; passing a non-const one stays fine"),  # noqa: E501
+    Feature("HAVE_MODULE_IMPORT_NS_STRING", "matches", r"define MODULE_IMPORT_NS\(ns\)\s+MODULE_INFO\(import_ns, ns\)", "include/linux/module.h", "all", "6.13: MODULE_IMPORT_NS() takes a string literal, not a bare identifier"),  # noqa: E501
+    Feature("HAVE_SYSFS_EMIT", "fun", "sysfs_emit", "include/linux/sysfs.h", "all", "5.10: sysfs_emit() is the show() formatter; older kernels lack it"),  # noqa: E501
+    Feature("HAVE_CPU_PM_NOTIFIER_EXPORT", "export", "cpu_pm_register_notifier", "Module.symvers", "arm64", "the arm64 driver re-applies its state on CPU_PM_EXIT through it"),  # noqa: E501
+    Feature("HAVE_CR4_UPDATE_IRQSOFF_EXPORT", "export", "cr4_update_irqsoff", "Module.symvers", "amd64", "6.19: exported to the kvm modules only; the raw-MSR option needs it for CR4.PCE"),  # noqa: E501
+    Feature("HAVE_PERF_KERNEL_COUNTER_EXPORT", "export", "perf_event_create_kernel_counter", "Module.symvers", "all", "how the x86 driver takes the fixed counters through perf"),  # noqa: E501
+    Feature("HAVE_CPU_PM", "config", "CONFIG_CPU_PM", ".config", "arm64", "without it there is no CPU PM notifier chain to hook (and no idle power-down)"),  # noqa: E501
+    Feature("HAVE_HW_PERF_EVENTS", "config", "CONFIG_HW_PERF_EVENTS", ".config", "arm64", "arm_pmu (perf) owns the PMU when set: the driver must coexist with it"),  # noqa: E501
+)
+
+
+@dataclass(frozen=True)
+class Result:
+    feature: Feature
+    value: bool
+    evidence: str  # file:line, a Module.symvers entry, or a .config line
+
+
+def read_config(path: Path) -> dict[str, str]:
+    config = {}
+    for line in path.read_text(errors="replace").splitlines():
+        m = _CONFIG_LINE.match(line)
+        if m:
+            config[m.group(1)] = m.group(2).strip('"')
+    return config
+
+
+def tree_arch(config: dict[str, str]) -> str | None:
+    return next((a for sym, a in ARCH_BY_CONFIG if config.get(sym) == "y"), None)
+
+
+def source_roots(kdir: Path) -> list[Path]:
+    """Where headers live: the build tree itself, then the source tree its Makefile includes
+    (Debian's linux-headers-X-common, or the source of an O= build)."""
+    roots = [kdir]
+    mk = kdir / "Makefile"
+    if mk.exists():
+        for m in re.finditer(r"^include\s+(\S+)/Makefile$", mk.read_text(errors="replace"), re.M):
+            src = Path(m.group(1))
+            src = src if src.is_absolute() else kdir / src
+            if "$" not in m.group(1) and src.is_dir():
+                roots.append(src.resolve())
+    return roots
+
+
+class Tree:
+    def __init__(self, kdir: Path) -> None:
+        self.kdir = kdir
+        if not (kdir / ".config").exists():
+            raise CompatError(f"{kdir}: no .config, not a kernel build tree")
+        self.config = read_config(kdir / ".config")
+        arch = tree_arch(self.config)
+        if arch is None:
+            raise CompatError(f"{kdir}/.config: neither CONFIG_X86_64 nor CONFIG_ARM64")
+        self.arch: str = arch
+        self.roots = source_roots(kdir)
+        self._symvers: dict[str, list[str]] | None = None
+
+    def find(self, rel: str) -> Path | None:
+        return next((r / rel for r in self.roots if (r / rel).is_file()), None)
+
+    def symvers(self, feature: Feature) -> dict[str, list[str]]:
+        if self._symvers is None:
+            path = self.kdir / "Module.symvers"
+            if not path.exists():
+                raise CompatError(f"probe {feature.name} ({feature.kind} {feature.target}): "
+                                  f"{path} not found")
+            self._symvers = {}
+            for line in path.read_text(errors="replace").splitlines():
+                cols = line.split("\t")
+                if len(cols) >= 4:
+                    self._symvers[cols[1]] = cols
+        return self._symvers
+
+
+def _grep(path: Path, pattern: str, root: Path) -> tuple[bool, str]:
+    rx = re.compile(pattern)
+    for n, line in enumerate(path.read_text(errors="replace").splitlines(), start=1):
+        if rx.search(line):
+            return True, f"{path.relative_to(root)}:{n}: {line.strip()[:80]}"
+    return False, f"{path.relative_to(root)}: no match for /{pattern}/"
+
+
+def probe(tree: Tree, f: Feature) -> Result:
+    if f.kind == "file":
+        found = tree.find(f.target)
+        return Result(f, found is not None, f"{f.target} {'present' if found else 'absent'}")
+    if f.kind == "config":
+        value = tree.config.get(f.target)
+        return Result(f, value in ("y", "m"), f".config: {f.target}={value or '(unset)'}")
+    if f.kind == "export":
+        cols = tree.symvers(f).get(f.target)
+        if cols is None:
+            return Result(f, False, f"Module.symvers: {f.target} not exported")
+        ns = cols[4] if len(cols) > 4 else ""
+        evidence = f"Module.symvers: {' '.join(c for c in cols[1:] if c)}"
+        # Exported only to named modules (EXPORT_SYMBOL_FOR_MODULES): not to us.
+        return Result(f, not ns.startswith("module:"), evidence)
+    path = tree.find(f.file)
+    if path is None:
+        raise CompatError(f"probe {f.name} ({f.kind} {f.target}): {f.file} not found in "
+                          f"{' or '.join(str(r) for r in tree.roots)}; the tree is incomplete")
+    root = next(r for r in tree.roots if path.is_relative_to(r))
+    patterns = {
+        "fun": rf"\b{re.escape(f.target)}\s*\(",
+        "macro": rf"#\s*define\s+{re.escape(f.target)}\b",
+        "matches": f.target,
+    }
+    if f.kind not in patterns:
+        raise CompatError(f"feature {f.name}: unknown probe kind {f.kind!r}")
+    value, evidence = _grep(path, patterns[f.kind], root)
+    return Result(f, value, evidence)
+
+
+def probe_all(kdir: Path) -> tuple[Tree, list[Result]]:
+    tree = Tree(kdir)
+    return tree, [probe(tree, f) for f in FEATURES if f.arch in ("all", tree.arch)]
+
+
+def render(tree: Tree, results: list[Result]) -> str:
+    env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(TEMPLATES)),
+                             undefined=jinja2.StrictUndefined, keep_trailing_newline=True,
+                             trim_blocks=True, lstrip_blocks=True)
+    # Header lines quoted as evidence may hold comment delimiters of their own.
+    env.filters["comment"] = lambda text: str(text).replace("/*", "/ *").replace("*/", "* /")
+    have = {r.feature.name: r.value for r in results}
+    return env.get_template("compat.h.j2").render(
+        kdir=str(tree.kdir), arch=tree.arch, results=results, have=have)
+
+
+def table(results: list[Result]) -> list[str]:
+    width = max(len(r.feature.name) for r in results)
+    return [f"{r.feature.name:<{width}}  {'yes' if r.value else 'no ':<3}  {r.evidence}"
+            for r in results]
+
+
+def write(kdir: Path, out: Path) -> list[Result]:
+    tree, results = probe_all(kdir)
+    text = render(tree, results)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    if not out.exists() or out.read_text() != text:  # keep mtime: no needless rebuilds
+        out.write_text(text)
+    return results
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--kdir", required=True, type=Path, help="kernel build tree")
+    ap.add_argument("--out", required=True, type=Path, help="header to write")
+    ap.add_argument("-q", "--quiet", action="store_true", help="do not print the table")
+    args = ap.parse_args(argv)
+    try:
+        results = write(args.kdir, args.out)
+    except CompatError as e:
+        print(f"compat: error: {e}", file=sys.stderr)
+        return 2
+    if not args.quiet:
+        print("\n".join(table(results)))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
