@@ -17,6 +17,7 @@ pmuread all
 echo "--- modprobe simple-pmu"
 modprobe simple-pmu || exit 1
 for f in /sys/devices/system/simple-pmu/simple-pmu0/*; do
+    case "$f" in */uevent) continue ;; esac
     [ -f "$f" ] && echo "    $(basename "$f") = $(cat "$f")"
 done
 echo "--- now user space reads the cycle counter on every CPU (first/second reading):"

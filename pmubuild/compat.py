@@ -45,6 +45,7 @@ FEATURES = (
     Feature("HAVE_RDMSRQ", "fun", "rdmsrq_safe", "arch/x86/include/asm/msr.h", "amd64", "6.16: rdmsrl*/wrmsrl* renamed rdmsrq*/wrmsrq*; 7.x has no rdmsrl_safe alias"),  # noqa: E501
     Feature("HAVE_ARM_PMUV3_H", "file", "include/linux/perf/arm_pmuv3.h", "", "arm64", "6.4: ARMv8 PMU register macros moved out of asm/perf_event.h (we define our own bits)"),  # noqa: E501
     Feature("HAVE_BUS_TYPE_CONST", "matches", r"subsys_system_register\(const struct bus_type", "include/linux/device.h", "all", "6.12: bus_type pointers became const; passing a non-const one stays fine"),  # noqa: E501
+    Feature("HAVE_HRTIMER_SETUP", "fun", "hrtimer_setup", "include/linux/hrtimer.h", "all", "6.13: hrtimer_setup() replaces hrtimer_init() plus setting .function; hrtimer_init() is gone by 7.x"),  # noqa: E501
     Feature("HAVE_MODULE_IMPORT_NS_STRING", "matches", r"define MODULE_IMPORT_NS\(ns\)\s+MODULE_INFO\(import_ns, ns\)", "include/linux/module.h", "all", "6.13: MODULE_IMPORT_NS() takes a string literal, not a bare identifier"),  # noqa: E501
     Feature("HAVE_SYSFS_EMIT", "fun", "sysfs_emit", "include/linux/sysfs.h", "all", "5.10: sysfs_emit() is the show() formatter; older kernels lack it"),  # noqa: E501
     Feature("HAVE_CPU_PM_NOTIFIER_EXPORT", "export", "cpu_pm_register_notifier", "Module.symvers", "arm64", "the arm64 driver re-applies its state on CPU_PM_EXIT through it"),  # noqa: E501
