@@ -39,12 +39,14 @@ class Feature:
 
 # One feature per line, grouped by file, sorted within a group. `export` means exported
 # to every module (EXPORT_SYMBOL_FOR_MODULES, 6.19+, restricts a symbol to named ones).
+# A file written "?path" may be absent from a tree (the header itself came or went):
+# then the feature is simply off; any other missing file is an error.
 FEATURES = (
-    Feature("HAVE_ASM_CPUID_API_H", "file", "arch/x86/include/asm/cpuid/api.h", "", "amd64", "7.x: cpuid_count() moved here from asm/cpuid.h, and asm/processor.h no longer includes it"),  # noqa: E501
-    Feature("HAVE_ASM_CPUID_H", "file", "arch/x86/include/asm/cpuid.h", "", "amd64", "6.x: cpuid_count() moved from asm/processor.h to asm/cpuid.h"),  # noqa: E501
+    Feature("HAVE_ASM_CPUID_API_H", "fun", "cpuid_count", "?arch/x86/include/asm/cpuid/api.h", "amd64", "6.15: cpuid_count() moved to asm/cpuid/api.h; asm/processor.h no longer pulls it in"),  # noqa: E501
+    Feature("HAVE_ASM_CPUID_H", "fun", "cpuid_count", "?arch/x86/include/asm/cpuid.h", "amd64", "asm/cpuid.h exists from 5.19 (removed 6.18) but holds cpuid_count() only from about 6.5"),  # noqa: E501
     Feature("HAVE_RDMSRQ", "fun", "rdmsrq_safe", "arch/x86/include/asm/msr.h", "amd64", "6.16: rdmsrl*/wrmsrl* renamed rdmsrq*/wrmsrq*; 7.x has no rdmsrl_safe alias"),  # noqa: E501
     Feature("HAVE_ARM_PMUV3_H", "file", "include/linux/perf/arm_pmuv3.h", "", "arm64", "6.4: ARMv8 PMU register macros moved out of asm/perf_event.h (we define our own bits)"),  # noqa: E501
-    Feature("HAVE_BUS_TYPE_CONST", "matches", r"subsys_system_register\(const struct bus_type", "include/linux/device.h", "all", "6.12: bus_type pointers became const; passing a non-const one stays fine"),  # noqa: E501
+    Feature("HAVE_BUS_TYPE_CONST", "matches", r"subsys_system_register\(const struct bus_type", "include/linux/device.h", "all", "6.8: bus_type pointers became const; passing a non-const one stays fine"),  # noqa: E501
     Feature("HAVE_HRTIMER_SETUP", "fun", "hrtimer_setup", "include/linux/hrtimer.h", "all", "6.13: hrtimer_setup() replaces hrtimer_init() plus setting .function; hrtimer_init() is gone by 7.x"),  # noqa: E501
     Feature("HAVE_MODULE_IMPORT_NS_STRING", "matches", r"define MODULE_IMPORT_NS\(ns\)\s+MODULE_INFO\(import_ns, ns\)", "include/linux/module.h", "all", "6.13: MODULE_IMPORT_NS() takes a string literal, not a bare identifier"),  # noqa: E501
     Feature("HAVE_SYSFS_EMIT", "fun", "sysfs_emit", "include/linux/sysfs.h", "all", "5.10: sysfs_emit() is the show() formatter; older kernels lack it"),  # noqa: E501
@@ -120,9 +122,18 @@ class Tree:
         return self._symvers
 
 
+def _without_comments(text: str) -> str:
+    """C comments blanked out, newlines kept (so line numbers stay right): a mention
+    in a comment is not a declaration."""
+    def blank(m: re.Match[str]) -> str:
+        return "\n" * m.group(0).count("\n")
+    return re.sub(r"/\*.*?\*/|//[^\n]*", blank, text, flags=re.S)
+
+
 def _grep(path: Path, pattern: str, root: Path) -> tuple[bool, str]:
     rx = re.compile(pattern)
-    for n, line in enumerate(path.read_text(errors="replace").splitlines(), start=1):
+    text = _without_comments(path.read_text(errors="replace"))
+    for n, line in enumerate(text.splitlines(), start=1):
         if rx.search(line):
             return True, f"{path.relative_to(root)}:{n}: {line.strip()[:80]}"
     return False, f"{path.relative_to(root)}: no match for /{pattern}/"
@@ -143,7 +154,10 @@ def probe(tree: Tree, f: Feature) -> Result:
         evidence = f"Module.symvers: {' '.join(c for c in cols[1:] if c)}"
         # Exported only to named modules (EXPORT_SYMBOL_FOR_MODULES): not to us.
         return Result(f, not ns.startswith("module:"), evidence)
-    path = tree.find(f.file)
+    optional = f.file.startswith("?")
+    path = tree.find(f.file.lstrip("?"))
+    if path is None and optional:
+        return Result(f, False, f"{f.file.lstrip('?')} absent")
     if path is None:
         raise CompatError(f"probe {f.name} ({f.kind} {f.target}): {f.file} not found in "
                           f"{' or '.join(str(r) for r in tree.roots)}; the tree is incomplete")
@@ -198,7 +212,7 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     try:
         results = write(args.kdir, args.out)
-    except CompatError as e:
+    except (CompatError, OSError) as e:
         print(f"compat: error: {e}", file=sys.stderr)
         return 2
     if not args.quiet:

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from elftools.elf.elffile import ELFFile
 
-from pmubuild import kdir, kernels, matrix
+from pmubuild import compat, kdir, kernels, matrix
 from pmubuild.apt import PrivateApt
 from pmubuild.errors import PipelineError
 
@@ -48,8 +48,8 @@ def fix_makefile(tree: Path) -> None:
                          r"include ../\1/Makefile", mk.read_text(), flags=re.M))
 
 
-def invoke_build(tree: Path):
-    return subprocess.run(["./devenv", "invoke", "build", "--kdir", str(tree)], cwd=REPO,
+def invoke_build(tree: Path, *extra: str):
+    return subprocess.run(["./devenv", "invoke", "build", "--kdir", str(tree), *extra], cwd=REPO,
                           capture_output=True, text=True, timeout=600, env=dict(os.environ))
 
 
@@ -74,10 +74,22 @@ def test_cloud_tree_build(tmp_path, cloud_debs):
 
     fix_makefile(tree)
     assert kdir.inspect(tree).release == release
-    proc = invoke_build(tree)
-    assert proc.returncode == 0, proc.stdout + proc.stderr
+    proc = invoke_build(tree, "--w1")
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 0, out
+    assert "warning:" not in out.lower(), out
     ko = Path(proc.stdout.strip().splitlines()[-1])
     assert ko.name == "simple-pmu.ko" and ko.is_file()
+    # compat.h was rendered for the cloud tree, in its own build directory.
+    assert ko.parent == REPO / "build" / f"{release}-amd64"
+    header = ko.parent / "compat.h"
+    assert header.is_file()
+    assert compat.render(*compat.probe_all(tree)) == header.read_text()
+    # W=1 reached the compiler (kbuild records each object's command line).
+    objs = object_files(ko.parent)
+    assert objs
+    for o in objs:
+        assert "-Wextra" in (o.parent / f".{o.name}.cmd").read_text(), o
     info = modinfo(ko)
     assert info["e_machine"] == "EM_X86_64"
     assert info["vermagic"].startswith(release + " ")
@@ -99,3 +111,9 @@ def test_cloud_tree_without_kbuild(tmp_path, cloud_debs):
     assert "Traceback" not in out
     assert not build_dir.exists()
     assert kbuild_name.startswith("linux-kbuild-")
+
+
+def object_files(build_dir: Path) -> list[Path]:
+    """The module's objects, as listed in simple-pmu.mod (absolute on 5.10, ./ relative later)."""
+    text = (build_dir / "simple-pmu.mod").read_text()
+    return [build_dir / t for t in text.split() if t.endswith(".o")]

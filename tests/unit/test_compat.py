@@ -1,0 +1,517 @@
+"""pmubuild/compat.py on small hand-made kernel trees: each probe kind, where headers are
+found, the errors, arch filtering, the rendered header (compiled with the host gcc),
+write()'s mtime, main(), and that the file stays standalone for DKMS."""
+
+import ast
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from pmubuild import compat
+
+COMPAT_PY = Path(compat.__file__).resolve()
+BY_NAME = {f.name: f for f in compat.FEATURES}
+
+CONFIG = {
+    "amd64": "CONFIG_X86_64=y\n# CONFIG_ARM64 is not set\n",
+    "arm64": "CONFIG_ARM64=y\n# CONFIG_X86_64 is not set\n",
+}
+MSR_NEW = """\
+#ifndef _ASM_X86_MSR_H
+#define _ASM_X86_MSR_H
+/* rdmsrq_safe: the 6.16 name */
+static inline int rdmsrq_safe(unsigned int msr, unsigned long long *p)
+{
+\t*p = msr;
+\treturn 0;
+}
+static inline int wrmsrq_safe(unsigned int msr, unsigned long long val)
+{
+\treturn (int)(msr + val);
+}
+#endif
+"""
+MSR_OLD = MSR_NEW.replace("rdmsrq_safe", "rdmsrl_safe").replace("wrmsrq_safe", "wrmsrl_safe")
+CPUID_COUNT = """\
+static inline void cpuid_count(unsigned int op, int count, unsigned int *eax,
+\t\t\t       unsigned int *ebx, unsigned int *ecx, unsigned int *edx)
+{
+\t*eax = op; *ebx = count; *ecx = 0; *edx = 0;
+}
+"""
+DEVICE_OLD = "int subsys_system_register(struct bus_type *subsys,\n\t\t\t   const void **groups);\n"
+DEVICE_NEW = DEVICE_OLD.replace("(struct bus_type", "(const struct bus_type")
+MODULE_OLD = "#define MODULE_IMPORT_NS(ns)\tMODULE_INFO(import_ns, __stringify(ns))\n"
+MODULE_NEW = "#define MODULE_IMPORT_NS(ns)\tMODULE_INFO(import_ns, ns)\n"
+SYSFS = "int sysfs_emit(char *buf, const char *fmt, ...);\n"
+HRTIMER_OLD = """\
+#ifndef _LINUX_HRTIMER_H
+#define _LINUX_HRTIMER_H
+typedef int clockid_t;
+enum hrtimer_mode { HRTIMER_MODE_REL = 1 };
+enum hrtimer_restart { HRTIMER_NORESTART };
+struct hrtimer { enum hrtimer_restart (*function)(struct hrtimer *); };
+static inline void hrtimer_init(struct hrtimer *timer, clockid_t clock, enum hrtimer_mode mode)
+{
+\t(void)timer; (void)clock; (void)mode;
+}
+#endif
+"""
+HRTIMER_NEW = HRTIMER_OLD.replace(
+    "hrtimer_init(struct hrtimer *timer,",
+    "hrtimer_setup(struct hrtimer *timer, enum hrtimer_restart (*fn)(struct hrtimer *),")
+SYMVERS_LINES = {
+    "perf_event_create_kernel_counter":
+        "0x0badcafe\tperf_event_create_kernel_counter\tvmlinux\tEXPORT_SYMBOL_GPL\t",
+    "cpu_pm_register_notifier":
+        "0x11111111\tcpu_pm_register_notifier\tvmlinux\tEXPORT_SYMBOL_GPL\t",
+    "cr4_update_irqsoff": "0x22222222\tcr4_update_irqsoff\tvmlinux\tEXPORT_SYMBOL\t",
+}
+
+
+def make_tree(root: Path, arch: str = "arm64", *, files: dict[str, str] | None = None,
+              symvers: dict[str, str] | None = None, config: str = "",
+              skip: tuple[str, ...] = ()) -> Path:
+    """A build tree holding every file the FEATURES of `arch` look at (old-kernel contents),
+    with `files` added or replacing those and `skip` left out."""
+    # Files of features this fixture has no contents for hold a comment only (probe: no).
+    # Optional headers ("?path") are left out: absent is a valid state for them.
+    content = {f.file: f"/* {f.file} */\n" for f in compat.FEATURES
+               if f.file not in ("", "Module.symvers", ".config") and f.arch in ("all", arch)
+               and not f.file.startswith("?")}
+    content |= {
+        ".config": CONFIG[arch] + "CONFIG_CPU_PM=y\nCONFIG_HW_PERF_EVENTS=y\n" + config,
+        "Makefile": "# a kernel build tree\n",
+        "include/linux/device.h": DEVICE_OLD,
+        "include/linux/module.h": MODULE_OLD,
+        "include/linux/sysfs.h": SYSFS,
+        "include/linux/hrtimer.h": HRTIMER_OLD,
+        "Module.symvers": "\n".join((symvers if symvers is not None else SYMVERS_LINES).values())
+        + "\n",
+    }
+    if arch == "amd64":
+        content["arch/x86/include/asm/msr.h"] = MSR_OLD
+        content["arch/x86/include/asm/processor.h"] = CPUID_COUNT
+    content.update(files or {})
+    for rel, text in content.items():
+        if rel in skip:
+            continue
+        p = root / rel
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.write_text(text)
+    return root
+
+
+def probe(kdir: Path, name: str) -> compat.Result:
+    return compat.probe(compat.Tree(kdir), BY_NAME[name])
+
+
+def line_of(text: str, needle: str) -> int:
+    return next(n for n, ln in enumerate(text.splitlines(), 1) if needle in ln)
+
+
+# --- one test per probe kind -------------------------------------------------------------
+
+
+def test_file_present_and_absent(tmp_path):
+    rel = BY_NAME["HAVE_ARM_PMUV3_H"].target
+    with_it = make_tree(tmp_path / "a", "arm64", files={rel: "/* pmuv3 */\n"})
+    without = make_tree(tmp_path / "b", "arm64")
+    r = probe(with_it, "HAVE_ARM_PMUV3_H")
+    assert r.value is True and r.evidence == f"{rel} present"
+    r = probe(without, "HAVE_ARM_PMUV3_H")
+    assert r.value is False and r.evidence == f"{rel} absent"
+    # A directory of that name is not the header.
+    (tmp_path / "c" / rel).mkdir(parents=True)
+    assert probe(make_tree(tmp_path / "c", "arm64"), "HAVE_ARM_PMUV3_H").value is False
+
+
+def test_optional_file_fun_probe(tmp_path):
+    """asm/cpuid.h came (5.19) and went (6.18), and held cpuid_count() only for part of
+    that time: absent or without the function, the feature is off; no error."""
+    rel = BY_NAME["HAVE_ASM_CPUID_H"].file.lstrip("?")
+    with_fun = make_tree(tmp_path / "a", "amd64", files={rel: CPUID_COUNT})
+    r = probe(with_fun, "HAVE_ASM_CPUID_H")
+    assert r.value is True and r.evidence.startswith(f"{rel}:1: static inline void cpuid_count(")
+    early = make_tree(tmp_path / "b", "amd64",
+                      files={rel: "static inline bool cpuid_function_is_indexed(u32 f);\n"})
+    r = probe(early, "HAVE_ASM_CPUID_H")
+    assert r.value is False and "no match" in r.evidence
+    r = probe(make_tree(tmp_path / "c", "amd64"), "HAVE_ASM_CPUID_H")
+    assert r.value is False and r.evidence == f"{rel} absent"
+
+
+def test_fun_declared(tmp_path):
+    kdir = make_tree(tmp_path / "t", "amd64", files={"arch/x86/include/asm/msr.h": MSR_NEW})
+    r = probe(kdir, "HAVE_RDMSRQ")
+    n = line_of(MSR_NEW, "int rdmsrq_safe(")
+    assert r.value is True
+    assert r.evidence.startswith(f"arch/x86/include/asm/msr.h:{n}: static inline int rdmsrq_safe(")
+
+
+@pytest.mark.parametrize("line", [
+    "extern int rdmsrq_safe;",  # named, but not called or declared as a function
+    "#define rdmsrl_safe rdmsrq_safe",  # an alias without its own '('
+    "int __rdmsrq_safe(unsigned int msr);",  # a longer identifier that ends the same
+    "int rdmsrq_safe_on_cpu(unsigned int cpu);",  # ...or starts the same
+])
+def test_fun_only_mentioned(tmp_path, line):
+    kdir = make_tree(tmp_path / "t", "amd64",
+                     files={"arch/x86/include/asm/msr.h": MSR_OLD + line + "\n"})
+    r = probe(kdir, "HAVE_RDMSRQ")
+    assert r.value is False
+    assert r.evidence.startswith("arch/x86/include/asm/msr.h: no match for")
+
+
+@pytest.mark.parametrize(("text", "value"), [
+    ("#define SPMU_THING(x) ((x) + 1)\n", True),
+    ("#  define SPMU_THING 1\n", True),
+    ("#define SPMU_THINGS 1\n", False),
+    ("#undef SPMU_THING\nint SPMU_THING;\n", False),
+])
+def test_macro(tmp_path, text, value):
+    feature = compat.Feature("HAVE_SPMU_THING", "macro", "SPMU_THING", "include/linux/thing.h",
+                             "all", "test")
+    kdir = make_tree(tmp_path / "t", files={"include/linux/thing.h": "/* x */\n" + text})
+    r = compat.probe(compat.Tree(kdir), feature)
+    assert r.value is value
+    if value:
+        assert r.evidence == f"include/linux/thing.h:2: {text.splitlines()[0]}"
+
+
+@pytest.mark.parametrize(("name", "rel", "old", "new"), [
+    ("HAVE_BUS_TYPE_CONST", "include/linux/device.h", DEVICE_OLD, DEVICE_NEW),
+    ("HAVE_MODULE_IMPORT_NS_STRING", "include/linux/module.h", MODULE_OLD, MODULE_NEW),
+])
+def test_matches(tmp_path, name, rel, old, new):
+    assert BY_NAME[name].kind == "matches"
+    r_old = probe(make_tree(tmp_path / "old", files={rel: old}), name)
+    r_new = probe(make_tree(tmp_path / "new", files={rel: "/* one */\n" + new}), name)
+    assert r_old.value is False and r_old.evidence.startswith(f"{rel}: no match for /")
+    assert r_new.value is True
+    assert r_new.evidence == f"{rel}:2: {new.splitlines()[0].strip()}"
+
+
+@pytest.mark.parametrize(("entry", "value"), [
+    ("0x1\tperf_event_create_kernel_counter\tvmlinux\tEXPORT_SYMBOL\t", True),
+    ("0x1\tperf_event_create_kernel_counter\tvmlinux\tEXPORT_SYMBOL", True),  # 4 columns
+    ("0x1\tperf_event_create_kernel_counter\tvmlinux\tEXPORT_SYMBOL_GPL\tPERF_NS", True),
+    ("0x1\tperf_event_create_kernel_counter\tvmlinux\tEXPORT_SYMBOL_GPL\tmodule:kvm,kvm-intel",
+     False),
+    ("0x1\tperf_event_create_kernel_counter_x\tvmlinux\tEXPORT_SYMBOL_GPL\t", False),
+])
+def test_export(tmp_path, entry, value):
+    kdir = make_tree(tmp_path / "t", symvers={"x": entry})
+    r = probe(kdir, "HAVE_PERF_KERNEL_COUNTER_EXPORT")
+    assert r.value is value
+    cols = entry.split("\t")
+    if cols[1] == "perf_event_create_kernel_counter":
+        # The evidence quotes the entry: symbol, module, export type and any namespace.
+        assert r.evidence == "Module.symvers: " + " ".join(c for c in cols[1:] if c)
+    else:
+        assert r.evidence == "Module.symvers: perf_event_create_kernel_counter not exported"
+
+
+def test_export_absent_from_empty_symvers(tmp_path):
+    r = probe(make_tree(tmp_path / "t", symvers={}), "HAVE_CPU_PM_NOTIFIER_EXPORT")
+    assert r.value is False and "not exported" in r.evidence
+
+
+@pytest.mark.parametrize(("line", "value", "shown"), [
+    ("CONFIG_CPU_PM=y", True, "y"),
+    ("CONFIG_CPU_PM=m", True, "m"),
+    ("# CONFIG_CPU_PM is not set", False, "(unset)"),
+    ("", False, "(unset)"),
+])
+def test_config(tmp_path, line, value, shown):
+    kdir = tmp_path / "t"
+    make_tree(kdir)
+    (kdir / ".config").write_text(CONFIG["arm64"] + line + "\n")
+    r = probe(kdir, "HAVE_CPU_PM")
+    assert r.value is value and r.evidence == f".config: CONFIG_CPU_PM={shown}"
+
+
+# --- where headers are found -------------------------------------------------------------
+
+
+@pytest.mark.parametrize("absolute", [True, False])
+def test_headers_in_debian_common_tree(tmp_path, absolute):
+    common = tmp_path / "linux-headers-6.16.1-common"
+    (common / "arch/x86/include/asm").mkdir(parents=True)
+    (common / "arch/x86/include/asm/msr.h").write_text(MSR_NEW)
+    (common / "Makefile").write_text("# top\n")
+    inc = str(common) if absolute else "../linux-headers-6.16.1-common"
+    kdir = make_tree(tmp_path / "linux-headers-6.16.1-amd64", "amd64",
+                     files={"Makefile": f"MAKEFLAGS += -rR\ninclude {inc}/Makefile\n"},
+                     skip=("arch/x86/include/asm/msr.h",))
+    tree = compat.Tree(kdir)
+    assert tree.roots == [kdir, common.resolve()]
+    r = compat.probe(tree, BY_NAME["HAVE_RDMSRQ"])
+    # Found in the common tree; evidence is relative to the root it was found in.
+    assert r.value is True
+    assert r.evidence.startswith(f"arch/x86/include/asm/msr.h:{line_of(MSR_NEW, 'rdmsrq_safe(')}:")
+
+
+def test_headers_in_build_tree_take_precedence(tmp_path):
+    common = tmp_path / "common"
+    (common / "arch/x86/include/asm").mkdir(parents=True)
+    (common / "arch/x86/include/asm/msr.h").write_text(MSR_OLD)
+    (common / "Makefile").write_text("# top\n")
+    kdir = make_tree(tmp_path / "build", "amd64",
+                     files={"Makefile": f"include {common}/Makefile\n",
+                            "arch/x86/include/asm/msr.h": MSR_NEW})
+    assert probe(kdir, "HAVE_RDMSRQ").value is True
+    # A file that only the build tree has (like generated headers) is found too.
+    kdir2 = make_tree(tmp_path / "build2", "amd64",
+                      files={"Makefile": f"include {common}/Makefile\n",
+                             "arch/x86/include/asm/cpuid.h": CPUID_COUNT})
+    assert probe(kdir2, "HAVE_ASM_CPUID_H").value is True
+
+
+def test_makefile_include_with_variable_or_missing_dir_is_ignored(tmp_path):
+    kdir = make_tree(tmp_path / "t", files={
+        "Makefile": "include $(srctree)/Makefile\ninclude /nonexistent/src/Makefile\n"})
+    assert compat.Tree(kdir).roots == [kdir]
+
+
+# --- errors ------------------------------------------------------------------------------
+
+
+def test_missing_header_names_probe_and_file(tmp_path):
+    kdir = make_tree(tmp_path / "t", "amd64", skip=("arch/x86/include/asm/msr.h",))
+    with pytest.raises(compat.CompatError) as e:
+        compat.probe_all(kdir)
+    msg = str(e.value)
+    assert "HAVE_RDMSRQ" in msg and "arch/x86/include/asm/msr.h" in msg
+    assert str(kdir) in msg and "incomplete" in msg
+
+
+@pytest.mark.parametrize("arch", ["amd64", "arm64"])
+def test_missing_device_h(tmp_path, arch):
+    kdir = make_tree(tmp_path / "t", arch, skip=("include/linux/device.h",))
+    with pytest.raises(compat.CompatError, match=r"HAVE_BUS_TYPE_CONST.*include/linux/device\.h"):
+        compat.probe_all(kdir)
+
+
+def test_missing_symvers_names_it(tmp_path):
+    kdir = make_tree(tmp_path / "t", skip=("Module.symvers",))
+    with pytest.raises(compat.CompatError) as e:
+        compat.probe_all(kdir)
+    msg = str(e.value)
+    assert "Module.symvers" in msg and "not found" in msg
+    first_export = next(f for f in compat.FEATURES
+                        if f.kind == "export" and f.arch in ("all", "arm64"))
+    assert first_export.name in msg
+
+
+def test_not_a_tree(tmp_path):
+    with pytest.raises(compat.CompatError, match="no .config"):
+        compat.Tree(tmp_path)
+    (tmp_path / ".config").write_text("CONFIG_RISCV=y\n")
+    with pytest.raises(compat.CompatError, match="neither CONFIG_X86_64 nor CONFIG_ARM64"):
+        compat.Tree(tmp_path)
+
+
+def test_unknown_probe_kind(tmp_path):
+    kdir = make_tree(tmp_path / "t")
+    bad = compat.Feature("HAVE_X", "grep", "x", "include/linux/sysfs.h", "all", "")
+    with pytest.raises(compat.CompatError, match="HAVE_X.*'grep'"):
+        compat.probe(compat.Tree(kdir), bad)
+
+
+# --- arch filtering ----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("arch", "other"), [("arm64", "amd64"), ("amd64", "arm64")])
+def test_arch_filtering(tmp_path, arch, other):
+    tree, results = compat.probe_all(make_tree(tmp_path / "t", arch))
+    assert tree.arch == arch
+    names = [r.feature.name for r in results]
+    assert names == [f.name for f in compat.FEATURES if f.arch in ("all", arch)]
+    other_only = {f.name for f in compat.FEATURES if f.arch == other}
+    assert other_only, f"the table has no {other}-only feature: nothing filtered"
+    assert not other_only & set(names)
+
+
+# --- the rendered header -----------------------------------------------------------------
+
+
+def defines(text: str, name: str) -> list[str]:
+    return [ln for ln in text.splitlines()
+            if ln in (f"#define {name} 1", f"#undef {name}")
+            or ln.split()[:2] in (["#define", name], ["#undef", name])]
+
+
+@pytest.mark.parametrize("arch", ["amd64", "arm64"])
+def test_every_feature_once_with_its_value(tmp_path, arch):
+    tree, results = compat.probe_all(make_tree(tmp_path / "t", arch, files={
+        "include/linux/device.h": DEVICE_NEW}))
+    text = compat.render(tree, results)
+    assert any(r.value for r in results) and not all(r.value for r in results)
+    for r in results:
+        want = f"#define {r.feature.name} 1" if r.value else f"#undef {r.feature.name}"
+        assert defines(text, r.feature.name) == [want]
+        assert text.count(r.evidence) == 1  # each macro names its evidence
+    for f in compat.FEATURES:
+        if f.arch not in ("all", arch):
+            assert f.name not in text
+
+
+HOSTILE = "ends */ early; /* nests; **/ and */*/ /*/"
+
+
+def gcc_syntax_check(tmp_path: Path, header: Path, body: str, *include_dirs: Path):
+    gcc = shutil.which("gcc")
+    assert gcc, "host gcc is needed to check the rendered header"
+    src = tmp_path / "check.c"
+    src.write_text(f'#include "{header}"\n{body}\nint main(void) {{ return 0; }}\n')
+    argv = [gcc, "-fsyntax-only", "-std=gnu11", "-Wall", "-Werror", "-x", "c", str(src)]
+    argv += [f"-I{d}" for d in include_dirs]
+    return subprocess.run(argv, capture_output=True, text=True)
+
+
+def test_rendered_arm64_header_is_valid_c_with_hostile_comments(tmp_path, monkeypatch):
+    # Evidence from a header line holding comment delimiters, a `why` holding them, and a
+    # tree path with "*/" in it: none may end a comment early.
+    sysfs = f"int sysfs_emit(char *buf, const char *fmt, ...); /* {HOSTILE} */\n"
+    kdir = make_tree(tmp_path / "odd*" / "tree", files={"include/linux/sysfs.h": sysfs})
+    hostile = tuple(compat.Feature(f.name, f.kind, f.target, f.file, f.arch, HOSTILE)
+                    if f.name == "HAVE_ARM_PMUV3_H" else f for f in compat.FEATURES)
+    monkeypatch.setattr(compat, "FEATURES", hostile)
+    out = tmp_path / "inc" / "compat.h"
+    results = compat.write(kdir, out)
+    text = out.read_text()
+    assert "*/ early" not in text and "odd*/tree" not in text  # escaped, then...
+    assert "ends * / early" in text  # ...still readable
+    sysfs_result = next(r for r in results if r.feature.name == "HAVE_SYSFS_EMIT")
+    assert "*/" in sysfs_result.evidence  # the probe itself quotes the raw line
+    body = ("#if !defined(HAVE_SYSFS_EMIT) || HAVE_SYSFS_EMIT != 1\n#error sysfs_emit\n#endif\n"
+            "#ifdef HAVE_ARM_PMUV3_H\n#error arm_pmuv3\n#endif\n"
+            "#ifdef HAVE_RDMSRQ\n#error amd64 feature in an arm64 header\n#endif\n")
+    proc = gcc_syntax_check(tmp_path, out, body, kdir / "include")
+    assert proc.returncode == 0, proc.stderr + text
+    # The check itself can fail: a header with an unescaped delimiter is rejected.
+    broken = tmp_path / "broken.h"
+    broken.write_text(text.replace("ends * / early", "ends */ early", 1))
+    assert gcc_syntax_check(tmp_path, broken, body, kdir / "include").returncode != 0
+
+
+@pytest.mark.parametrize(("files", "via"), [
+    ({}, "processor.h"),  # 5.10: cpuid_count in asm/processor.h, rdmsrl_safe only
+    ({"arch/x86/include/asm/cpuid.h": CPUID_COUNT}, "cpuid.h"),
+    ({"arch/x86/include/asm/cpuid/api.h": CPUID_COUNT,
+      "arch/x86/include/asm/msr.h": MSR_NEW,
+      "arch/x86/include/asm/processor.h": "#error processor.h is not needed here\n"}, "api.h"),
+])
+def test_rendered_amd64_header_compiles_against_tree_headers(tmp_path, files, via):
+    # The amd64 header includes <asm/...>: compile it against the fixture tree's own
+    # arch/x86/include, so the include it picks and the rdmsrq alias are both exercised.
+    kdir = make_tree(tmp_path / "t", "amd64", files=files)
+    out = tmp_path / "compat.h"
+    results = compat.write(kdir, out)
+    text = out.read_text()
+    assert sum(ln.startswith("#include <asm/") and "msr.h" not in ln
+               for ln in text.splitlines()) == 1
+    assert f"/{via}>" in text or f"<asm/{via}>" in text
+    have_rdmsrq = next(r.value for r in results if r.feature.name == "HAVE_RDMSRQ")
+    assert have_rdmsrq == ("arch/x86/include/asm/msr.h" in files)
+    body = ("static int use(void) {\n"
+            "\tunsigned int a, b, c, d; unsigned long long v;\n"
+            "\tcpuid_count(7, 0, &a, &b, &c, &d);\n"
+            "\treturn rdmsrq_safe(0x38d, &v) + wrmsrq_safe(0x38d, v) + (int)(a + b + c + d);\n"
+            "}\nint (*keep)(void) = use;\n")
+    proc = gcc_syntax_check(tmp_path, out, body, kdir / "include", kdir / "arch/x86/include")
+    assert proc.returncode == 0, proc.stderr + text
+
+
+# --- write() and main() ------------------------------------------------------------------
+
+
+def test_write_keeps_mtime_when_unchanged(tmp_path):
+    kdir = make_tree(tmp_path / "t", "amd64")
+    out = tmp_path / "b" / "compat.h"
+    compat.write(kdir, out)
+    first = out.read_text()
+    old = 1_000_000_000
+    os.utime(out, (old, old))
+    compat.write(kdir, out)
+    assert out.stat().st_mtime == old and out.read_text() == first
+    # A changed tree does rewrite it.
+    (kdir / "arch/x86/include/asm/msr.h").write_text(MSR_NEW)
+    compat.write(kdir, out)
+    assert out.stat().st_mtime != old
+    assert "#define HAVE_RDMSRQ 1" in out.read_text() and "#undef HAVE_RDMSRQ" in first
+
+
+def test_main_bad_tree(tmp_path, capsys):
+    out = tmp_path / "compat.h"
+    assert compat.main(["--kdir", str(tmp_path / "nope"), "--out", str(out)]) == 2
+    cap = capsys.readouterr()
+    assert cap.err.startswith("compat: error: ") and "nope" in cap.err
+    assert cap.out == "" and not out.exists()
+    kdir = make_tree(tmp_path / "t", skip=("include/linux/module.h",))
+    assert compat.main(["--kdir", str(kdir), "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert "compat: error: probe HAVE_MODULE_IMPORT_NS_STRING" in err
+    assert "include/linux/module.h" in err and not out.exists()
+
+
+def test_main_good_tree(tmp_path, capsys):
+    kdir = make_tree(tmp_path / "t", "amd64")
+    out = tmp_path / "o" / "compat.h"
+    assert compat.main(["--kdir", str(kdir), "--out", str(out)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    expected = [f for f in compat.FEATURES if f.arch in ("all", "amd64")]
+    assert [ln.split()[0] for ln in lines] == [f.name for f in expected]
+    assert [ln.split()[1] for ln in lines] == [
+        "yes" if "#define " + f.name + " 1" in out.read_text() else "no" for f in expected]
+    assert compat.main(["--kdir", str(kdir), "--out", str(out), "-q"]) == 0
+    assert capsys.readouterr().out == ""
+
+
+# --- standalone for DKMS -----------------------------------------------------------------
+
+
+def test_imports_only_stdlib_and_jinja2():
+    tree = ast.parse(COMPAT_PY.read_text())
+    names = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names |= {a.name.split(".")[0] for a in node.names}
+        elif isinstance(node, ast.ImportFrom):
+            assert node.level == 0, f"relative import on line {node.lineno}"
+            names.add(node.module.split(".")[0])
+    assert "jinja2" in names and "re" in names  # the walk did see the imports
+    assert names - set(sys.stdlib_module_names) == {"jinja2"}
+
+
+def test_runs_as_plain_script(tmp_path):
+    kdir = make_tree(tmp_path / "t", "amd64")
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    proc = subprocess.run([sys.executable, str(COMPAT_PY), "--kdir", str(kdir),
+                           "--out", "out/compat.h"], cwd=tmp_path, capture_output=True,
+                          text=True, env=env, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert (tmp_path / "out" / "compat.h").read_text() == compat.render(*compat.probe_all(kdir))
+    assert proc.stdout.splitlines()[0].startswith(compat.FEATURES[0].name)
+    bad = subprocess.run([sys.executable, str(COMPAT_PY), "--kdir", "nope", "--out", "x.h"],
+                         cwd=tmp_path, capture_output=True, text=True, env=env, timeout=60)
+    assert bad.returncode == 2 and bad.stderr.startswith("compat: error:")
+    assert "Traceback" not in bad.stderr
+
+
+@pytest.mark.parametrize(("hrtimer_h", "value"), [(HRTIMER_OLD, False), (HRTIMER_NEW, True)])
+def test_hrtimer_wrapper_compiles_both_ways(tmp_path, hrtimer_h, value):
+    kdir = make_tree(tmp_path / "t", files={"include/linux/hrtimer.h": hrtimer_h})
+    out = tmp_path / "compat.h"
+    results = compat.write(kdir, out)
+    assert next(r.value for r in results if r.feature.name == "HAVE_HRTIMER_SETUP") is value
+    body = ("static enum hrtimer_restart fire(struct hrtimer *t) { (void)t; return 0; }\n"
+            "void arm(struct hrtimer *t);\n"
+            "void arm(struct hrtimer *t) { spmu_hrtimer_setup(t, fire, 1, HRTIMER_MODE_REL); }\n")
+    proc = gcc_syntax_check(tmp_path, out, body, kdir / "include")
+    assert proc.returncode == 0, proc.stderr + out.read_text()
