@@ -76,8 +76,14 @@ def demo(c):
 
 @task
 def lint(c):
-    """ruff over the Python code."""
+    """ruff over the Python code; checkpatch.pl --strict over the drivers."""
     c.run("ruff check pmubuild tests tasks.py", pty=False)
+    problems = _run(commands.checkpatch)
+    for line in problems:
+        print(line)
+    if problems:
+        raise Exit("checkpatch --strict found problems", code=1)
+    print("checkpatch --strict: clean")
 
 
 @task(name="unit")

@@ -1,10 +1,10 @@
 """What each invoke task does; tasks.py only maps arguments onto these functions."""
 
-import shlex
 import time
 from pathlib import Path
 
 from . import build, compat, kernels, matrix, matrixrun
+from . import checkpatch as checkpatch_mod
 from .apt import PrivateApt
 from .errors import PipelineError
 from .kdir import inspect
@@ -106,5 +106,5 @@ def demo() -> int:
     return qemu_run(matrix.DEFAULT_SUITE, "arm64", DEMO_SCRIPT, [], 300)
 
 
-def quote(argv: list[str]) -> str:
-    return shlex.join(argv)
+def checkpatch() -> list[str]:
+    return checkpatch_mod.run()

@@ -2,8 +2,11 @@
 
 import shutil
 import subprocess
+import threading
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from elftools.elf.elffile import ELFFile
 
 from . import cache, cpio
 from .apt import PrivateApt
@@ -23,6 +26,7 @@ class GuestSpec:
     mode: str = "test"  # "test": run the in-guest suite; "cmd": run `command` in /work
     command: str = ""
     add: list[Path] = field(default_factory=list)  # copied into /work
+    profile: str = ""  # "" or e.g. "stress": which test directory set the guest runs
 
 
 def busybox(apt: PrivateApt, arch: str) -> Path:
@@ -52,20 +56,88 @@ def compile_programs(arch: str, out_dir: Path) -> list[Path]:
                             "(./devenv installs it)")
     out_dir.mkdir(parents=True, exist_ok=True)
     built = []
-    for src in sorted((GUEST_TESTS / "src").glob("*.c")):
+    sources = sorted((GUEST_TESTS / "src").glob("*.c"))
+    article = article_program(out_dir) if arch == "arm64" else None
+    if article:
+        sources.append(article)
+    newest_header = max((h.stat().st_mtime for h in (GUEST_TESTS / "src").glob("*.h")),
+                        default=0.0)
+    for src in sources:
         exe = out_dir / src.stem
-        if not exe.exists() or exe.stat().st_mtime < src.stat().st_mtime:
-            proc = subprocess.run([cc, "-O2", "-Wall", "-Wextra", "-Werror", "-static",
-                                   "-I", str(REPO / "include"), "-o", str(exe), str(src)],
-                                  capture_output=True, text=True)
+        if not exe.exists() or exe.stat().st_mtime < max(src.stat().st_mtime, newest_header):
+            # The article's program is compiled as published: no -Werror for it.
+            strict = ["-Wall", "-Wextra", "-Werror"] if src != article else ["-pthread"]
+            # Compile to a private name and rename: guests are prepared in parallel.
+            tmp = exe.with_name(f".{exe.name}.{threading.get_ident()}")
+            proc = subprocess.run([cc, "-O2", *strict, "-static", "-I", str(REPO / "include"),
+                                   "-o", str(tmp), str(src)], capture_output=True, text=True)
             if proc.returncode != 0:
                 raise PipelineError(f"compiling {src.name} for {arch} failed:\n{proc.stderr}")
+            tmp.rename(exe)
         built.append(exe)
     return built
 
 
-def test_scripts(arch: str) -> list[Path]:
-    scripts = [*(GUEST_TESTS / "common").glob("*.sh"), *(GUEST_TESTS / arch).glob("*.sh")]
+ARTICLE = REPO.parent / "shared" / "reference" / "seeds" / "arm64-pmu-user-access-article.txt"
+
+
+def article_program(out_dir: Path) -> Path | None:
+    """The user program of the arm64 article (section 3), unchanged, as article.c; the
+    seed sits in the shared reference beside the checkout, not in this repository.
+    None when the reference is absent (the in-guest test then reports SKIP)."""
+    if not ARTICLE.exists():
+        return None
+    text = ARTICLE.read_text()
+    start = text.index("#define _GNU_SOURCE")
+    end = text.index("4 注意事项")
+    src = out_dir / "article.c"
+    code = text[start:end]
+    if not src.exists() or src.read_text() != code:
+        tmp = src.with_name(f".article.{threading.get_ident()}.c")
+        tmp.write_text(code)
+        tmp.rename(src)
+    return src
+
+
+LOOP_SYMBOLS = ("spmu_region_start", "spmu_loop", "spmu_loop_end", "spmu_region_end")
+
+
+def loop_layout(binary: Path) -> dict[str, int] | None:
+    """Instruction counts of the measured region of tests/guest/src/arm64_loop.h, read
+    from the built binary's symbols (A64 instructions are 4 bytes): STRAIGHT before the
+    loop, BODY per iteration, TAIL after. None if the binary has no such region."""
+    with open(binary, "rb") as f:
+        symtab = ELFFile(f).get_section_by_name(".symtab")
+        if symtab is None:
+            return None
+        addr = {}
+        for name in LOOP_SYMBOLS:
+            syms = symtab.get_symbol_by_name(name)
+            if not syms:
+                return None
+            addr[name] = syms[0]["st_value"]
+    start, loop, loop_end, end = (addr[n] for n in LOOP_SYMBOLS)
+    return {"STRAIGHT": (loop - start) // 4, "BODY": (loop_end - loop) // 4,
+            "TAIL": (end - loop_end) // 4}
+
+
+@dataclass(frozen=True)
+class Profile:
+    """One guest boot of the in-guest suite: its test directory and QEMU options."""
+
+    name: str  # "" for the main suite
+    icount: bool
+
+
+# arm64 runs two guests: the main suite under -icount shift=0 (exact counts), and the
+# load/unload stress loop without it, which QEMU 7.2 hangs under -icount.
+PROFILES = {"amd64": (Profile("", True),),
+            "arm64": (Profile("", True), Profile("stress", False))}
+
+
+def test_scripts(arch: str, profile: str = "") -> list[Path]:
+    suite_dir = f"{arch}-{profile}" if profile else arch
+    scripts = [*(GUEST_TESTS / "common").glob("*.sh"), *(GUEST_TESTS / suite_dir).glob("*.sh")]
     return sorted(scripts, key=lambda p: p.name)
 
 
@@ -84,11 +156,16 @@ def initramfs(spec: GuestSpec, apt: PrivateApt, out: Path) -> Path:
         # What depmod would write for one module without dependencies.
         entries.append(cpio.file(f"lib/modules/{spec.release}/modules.dep",
                                  b"extra/simple-pmu.ko:\n"))
+    entries.append(cpio.directory("tests/data"))
     for prog in compile_programs(spec.arch, REPO / "build" / f"guest-{spec.arch}"):
         entries.append(cpio.file(f"tests/bin/{prog.name}", prog.read_bytes(), executable=True))
+        layout = loop_layout(prog) if spec.arch == "arm64" else None
+        if layout:
+            env = "".join(f"{k}={v}\n" for k, v in layout.items())
+            entries.append(cpio.file(f"tests/data/{prog.name}.env", env.encode()))
     entries.append(cpio.file("tests/lib.sh", (GUEST_TESTS / "common" / "lib.sh").read_bytes()))
     if spec.mode == "test":
-        for script in test_scripts(spec.arch):
+        for script in test_scripts(spec.arch, spec.profile):
             if script.name != "lib.sh":
                 entries.append(cpio.file(f"tests/{script.name}", script.read_bytes()))
     else:

@@ -1,5 +1,6 @@
 """`invoke test-qemu` and `invoke qemu-run`: build, boot and report across the matrix."""
 
+import dataclasses
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -43,14 +44,21 @@ def run_combo(apt: PrivateApt, suite: Suite, arch: str, timeout: float) -> Combo
     try:
         fk, ko = prepare(apt, suite, arch)
         release = fk.release
-        spec = guest.GuestSpec(arch, fk.release, ko)
-        initrd = guest.initramfs(spec, apt, ko.parent / "initrd-test.gz")
-        run = qemu.boot(arch, fk.image, initrd, "test", timeout)
-        error = run.problem()
-        if error is None and not run.results:
-            error = "the guest ran no test"
-        return ComboResult(suite.name, arch, release, run.results, error,
-                           time.monotonic() - start)
+        results: list[qemu.TestResult] = []
+        errors = []
+        for profile in guest.PROFILES[arch]:
+            spec = guest.GuestSpec(arch, fk.release, ko, profile=profile.name)
+            initrd = guest.initramfs(spec, apt, ko.parent / f"initrd-test{profile.name}.gz")
+            run = qemu.boot(arch, fk.image, initrd, "test", timeout, icount=profile.icount)
+            prefix = f"{profile.name}/" if profile.name else ""
+            results += [dataclasses.replace(r, name=prefix + r.name) for r in run.results]
+            error = run.problem()
+            if error is None and not run.results:
+                error = "the guest ran no test"
+            if error:
+                errors.append(f"{prefix or 'main suite'}: {error}")
+        return ComboResult(suite.name, arch, release, results,
+                           "\n".join(errors) or None, time.monotonic() - start)
     except PipelineError as e:
         return ComboResult(suite.name, arch, release, [], str(e), time.monotonic() - start)
 

@@ -5,7 +5,8 @@
  *
  * Defined here rather than taken from the kernel: the kernel's PMU macros
  * moved from asm/perf_event.h to linux/perf/arm_pmuv3.h in 6.4.
- * Callers issue isb() after a group of writes.
+ * Callers issue isb() after a group of writes and run with interrupts
+ * off (PMSELR_EL0 selects the counter for the PMXEV* accessors).
  */
 #ifndef SIMPLE_PMU_ARM64_PMU_REGS_H
 #define SIMPLE_PMU_ARM64_PMU_REGS_H
@@ -34,13 +35,25 @@
 /* Read-only user access, the value the kernel itself uses. */
 #define SPMU_PMUSERENR_RO	(SPMU_PMUSERENR_CR | SPMU_PMUSERENR_ER)
 
-/* PMCNTENSET_EL0 / PMCNTENCLR_EL0 */
+/* Read-write: EN also lets EL0 write PMCR, PMCNTEN*, counters, types. */
+#define SPMU_PMUSERENR_RW	(SPMU_PMUSERENR_EN | SPMU_PMUSERENR_RO)
+
+/* PMCNTENSET_EL0 / PMCNTENCLR_EL0: bit n is event counter n */
 #define SPMU_PMCNTEN_CYCLE	BIT(31)
 
-/* PMCCFILTR_EL0: P/U exclude EL1/EL0, NSH includes EL2 (VHE kernels) */
-#define SPMU_PMCCFILTR_P	BIT(31)
-#define SPMU_PMCCFILTR_U	BIT(30)
-#define SPMU_PMCCFILTR_NSH	BIT(27)
+/* PMCR_EL0.N is five bits, and bit 31 is the cycle counter's. */
+#define SPMU_MAX_EVENT_COUNTERS	31
+
+/*
+ * Filter bits, the same in PMCCFILTR_EL0 and PMEVTYPER<n>_EL0:
+ * P/U exclude EL1/EL0, NSH includes EL2 (where VHE kernels run).
+ */
+#define SPMU_FILTER_P		BIT(31)
+#define SPMU_FILTER_U		BIT(30)
+#define SPMU_FILTER_NSH		BIT(27)
+
+/* PMEVTYPER<n>_EL0: 10 bits before PMUv3p1, 16 from then on */
+#define SPMU_EVTYPER_EVENT	GENMASK(15, 0)
 
 static inline u64 spmu_read_id_aa64dfr0(void)
 {
@@ -93,6 +106,29 @@ static inline u64 spmu_read_pmccfiltr(void)
 static inline void spmu_write_pmccfiltr(u64 val)
 {
 	write_sysreg(val, pmccfiltr_el0);
+}
+
+/*
+ * Event types go through PMSELR_EL0: perf uses the direct PMEVTYPER<n>
+ * registers (since 5.7) and never PMSELR, and our callers run with
+ * interrupts off, so the selection cannot be changed in between.
+ */
+static inline void spmu_select_counter(unsigned int n)
+{
+	write_sysreg(n, pmselr_el0);
+	isb();
+}
+
+static inline u64 spmu_read_pmevtyper(unsigned int n)
+{
+	spmu_select_counter(n);
+	return read_sysreg(pmxevtyper_el0);
+}
+
+static inline void spmu_write_pmevtyper(unsigned int n, u64 val)
+{
+	spmu_select_counter(n);
+	write_sysreg(val, pmxevtyper_el0);
 }
 
 #endif /* SIMPLE_PMU_ARM64_PMU_REGS_H */

@@ -26,6 +26,11 @@ def make_tree(root: Path, *, config: str = CONFIG_ARM64, makefile: str = "# kern
     }
     for t in tools:
         files[t] = "\x7fELF"
+    return write_files(root, files, skip)
+
+
+def write_files(root: Path, files: dict[str, str], skip=()) -> Path:
+    """Create root with each relative path holding its text, except those in skip."""
     root.mkdir(parents=True, exist_ok=True)
     for rel, text in files.items():
         if rel in skip:

@@ -13,6 +13,8 @@ import pytest
 
 from pmubuild import compat
 
+from .kdir_fixtures import write_files
+
 COMPAT_PY = Path(compat.__file__).resolve()
 BY_NAME = {f.name: f for f in compat.FEATURES}
 
@@ -97,13 +99,7 @@ def make_tree(root: Path, arch: str = "arm64", *, files: dict[str, str] | None =
         content["arch/x86/include/asm/msr.h"] = MSR_OLD
         content["arch/x86/include/asm/processor.h"] = CPUID_COUNT
     content.update(files or {})
-    for rel, text in content.items():
-        if rel in skip:
-            continue
-        p = root / rel
-        p.parent.mkdir(parents=True, exist_ok=True)
-        p.write_text(text)
-    return root
+    return write_files(root, content, skip)
 
 
 def probe(kdir: Path, name: str) -> compat.Result:

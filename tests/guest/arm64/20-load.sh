@@ -2,5 +2,5 @@
 modprobe $MOD || fail "modprobe $MOD failed: $(dmesg | tail -n 3)"
 [ -d $SYSFS ] || fail "$SYSFS missing after load"
 ua=$(cat $SYSFS/user_access)
-[ "$ua" = 12 ] || fail "user_access is $ua, want 12 (CR|ER, read-only)"
+[ "$ua" = 1 ] || fail "user_access is $ua, want 1 (read-only: PMUSERENR = CR|ER)"
 echo "loaded; user_access=$ua pmu_version=$(cat $SYSFS/pmu_version) num_counters=$(cat $SYSFS/num_counters)"

@@ -1,0 +1,84 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/* Small helpers shared by the in-guest test programs. */
+#ifndef SPMU_GUESTLIB_H
+#define SPMU_GUESTLIB_H
+
+#define _GNU_SOURCE
+#include <errno.h>
+#include <sched.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+static inline int spmu_pin(int cpu)
+{
+	cpu_set_t set;
+
+	CPU_ZERO(&set);
+	CPU_SET(cpu, &set);
+	return sched_setaffinity(0, sizeof(set), &set);
+}
+
+static inline uint64_t spmu_now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static inline long spmu_arg(const char *s, const char *what)
+{
+	char *end;
+	long v;
+
+	errno = 0;
+	v = strtol(s, &end, 0);
+	if (errno || *end || end == s) {
+		fprintf(stderr, "bad %s: %s\n", what, s);
+		exit(2);
+	}
+	return v;
+}
+
+/* What every test program prints and returns on an architecture it does not test. */
+static inline int spmu_unsupported_arch(void)
+{
+	printf("result=unsupported-arch\n");
+	return 4;
+}
+
+#if defined(__aarch64__)
+static sigjmp_buf spmu_trap;
+
+static void spmu_on_sigill(int sig)
+{
+	(void)sig;
+	siglongjmp(spmu_trap, 1);
+}
+
+static inline void spmu_catch_sigill(void)
+{
+	struct sigaction sa;
+
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_handler = spmu_on_sigill;
+	sigemptyset(&sa.sa_mask);
+	sigaction(SIGILL, &sa, NULL);
+}
+
+/* PMCCNTR_EL0 into *v; 0 on success, -1 if the read trapped (SIGILL). */
+static inline int spmu_try_pmccntr(uint64_t *v)
+{
+	if (sigsetjmp(spmu_trap, 1))
+		return -1;
+	__asm__ __volatile__("isb\n\tmrs %0, pmccntr_el0" : "=r" (*v) : : "memory");
+	return 0;
+}
+#endif
+
+#endif /* SPMU_GUESTLIB_H */

@@ -1,0 +1,67 @@
+"""Documentation ships with the drivers: every message is in DIAGNOSTICS, every
+attribute and parameter is in the man page and the sysfs ABI file."""
+
+import re
+import subprocess
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+MAN = REPO / "docs" / "simple-pmu.4"
+ABI = REPO / "docs" / "ABI" / "sysfs-devices-system-simple-pmu"
+SOURCES = sorted((REPO / "drivers").rglob("*.c"))
+
+
+def messages() -> list[str]:
+    """Format strings of pr_err/pr_warn/pr_info calls (pr_debug is documented as a class)."""
+    found = []
+    for src in SOURCES:
+        text = src.read_text()
+        for m in re.finditer(r'\bpr_(?:err|warn|info|notice)\(\s*((?:"[^"]*"\s*)+)', text):
+            found.append("".join(re.findall(r'"([^"]*)"', m.group(1))).removesuffix("\\n"))
+    return found
+
+
+def attributes() -> set[str]:
+    names = set()
+    for src in SOURCES:
+        text = src.read_text()
+        names |= set(re.findall(r"DEVICE_ATTR_(?:RO|RW|WO)\((\w+)\)", text))
+        names |= set(re.findall(r"^SPMU_\w*ATTR\((\w+),", text, re.M))  # x86's macro
+    return {n for n in names if not n.startswith("_")}
+
+
+def parameters() -> set[str]:
+    names = set()
+    for src in SOURCES:
+        names |= set(re.findall(r"module_param(?:_named)?\((\w+)", src.read_text()))
+    return names
+
+
+def test_there_is_something_to_check():
+    assert len(messages()) >= 10 and len(attributes()) >= 10 and parameters()
+
+
+@pytest.mark.parametrize("msg", messages())
+def test_every_message_is_in_diagnostics(msg):
+    diagnostics = MAN.read_text().split(".Sh DIAGNOSTICS")[1].split(".Sh ERRORS")[0]
+    assert msg in diagnostics.replace("\\-", "-")
+
+
+@pytest.mark.parametrize("name", sorted(attributes()))
+def test_every_attribute_is_documented(name):
+    assert f"Pa {name}" in MAN.read_text() or f", Pa {name}" in MAN.read_text()
+    assert f"simple-pmu0/{name}\n" in ABI.read_text()
+
+
+@pytest.mark.parametrize("name", sorted(parameters()))
+def test_every_parameter_is_documented(name):
+    params = MAN.read_text().split(".Sh MODULE PARAMETERS")[1].split(".Sh")[0]
+    assert f".It Cm {name}" in params
+
+
+def test_man_page_renders_without_warnings():
+    proc = subprocess.run(["groff", "-mdoc", "-Tutf8", "-ww", "-z", str(MAN)],
+                          capture_output=True, text=True)
+    assert proc.returncode == 0 and proc.stderr == ""
