@@ -1,0 +1,153 @@
+// SPDX-License-Identifier: GPL-2.0-only
+/*
+ * header_check - exercise include/cycles.h on the machine it runs on.
+ *
+ * Prints "key=value" lines for the Python test to compare with what it
+ * knows of the machine (e.g. perfmon=0 when the module is not loaded) and
+ * "FAIL: ..." lines for every check that failed here; exit 1 if any did.
+ * Never reads a PMU counter unless perfmon_available() says it may.
+ */
+#define _GNU_SOURCE 1
+#include <stdio.h>
+
+#include "cycles.h"
+
+static int failures;
+
+#define CHECK(cond, ...)						\
+	do {								\
+		if (!(cond)) {						\
+			printf("FAIL: " __VA_ARGS__);			\
+			putchar('\n');					\
+			failures++;					\
+		}							\
+	} while (0)
+
+/* In another translation unit: the header must link twice. */
+int other_unit_perfmon(void);
+
+static void check_event_counter_parser(void)
+{
+	static const struct {
+		const char *list;
+		unsigned long event;
+		int want;
+	} cases[] = {
+		{ "5:0x0008", 0x8, 5 },
+		{ "5:0x0008 4:0x0011", 0x11, 4 },
+		{ "4:0x0011 5:0x8", 0x8, 5 },
+		{ "  30:0x0008", 0x8, 30 },
+		{ "31:0x0008", 0x8, -1 },	/* past PMEVCNTR30_EL0 */
+		{ "5:0x0011", 0x8, -1 },
+		{ "", 0x8, -1 },
+		{ "none", 0x8, -1 },
+		{ "5-0x0008", 0x8, -1 },
+		{ "5:0x0008x", 0x8, -1 },
+	};
+	unsigned int i;
+	int got;
+
+	for (i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		got = cycles_find_event_counter(cases[i].list, cases[i].event);
+		CHECK(got == cases[i].want,
+		      "find_event_counter(\"%s\", %#lx) = %d, want %d",
+		      cases[i].list, cases[i].event, got, cases[i].want);
+	}
+}
+
+static void check_timer(void)
+{
+	unsigned long long prev, now, first;
+	int i, backwards = 0;
+
+	sync_core();
+	first = prev = rdtsc();
+	for (i = 0; i < 100000; i++) {
+		now = (i & 1) ? rdtscp() : rdtsc();
+		if (now < prev)
+			backwards++;
+		prev = now;
+	}
+	CHECK(backwards == 0, "rdtsc/rdtscp went backwards %d times", backwards);
+	CHECK(prev > first, "rdtsc did not advance over 100000 reads");
+	printf("timer_ticks_100k_reads=%llu\n", prev - first);
+	printf("timer_frequency=%llu\n", cycles_timer_frequency());
+	printf("unhalted_ref_is_timer=%d\n",
+#ifdef __aarch64__
+	       1
+#else
+	       0
+#endif
+	       );
+}
+
+static int affinity_count(void)
+{
+	cpu_set_t set;
+
+	if (sched_getaffinity(0, sizeof(set), &set) < 0)
+		return -1;
+	return CPU_COUNT(&set);
+}
+
+static void check_pinning(void)
+{
+	cpu_set_t old, now;
+	int cpu, before = affinity_count();
+
+	CHECK(pin_cpu(&old) == 0, "pin_cpu(&old) failed");
+	CHECK(CPU_COUNT(&old) == before, "pin_cpu saved %d CPUs, had %d",
+	      CPU_COUNT(&old), before);
+	cpu = sched_getcpu();
+	CHECK(sched_getaffinity(0, sizeof(now), &now) == 0 &&
+	      CPU_COUNT(&now) == 1 && CPU_ISSET(cpu, &now),
+	      "after pin_cpu the thread may run on %d CPUs (on CPU %d)",
+	      CPU_COUNT(&now), cpu);
+#if defined(__x86_64__) || defined(__i386__)
+	{
+		unsigned int aux = ~0U;
+
+		rdtscp_aux(&aux);
+		/* Linux: TSC_AUX = node << 12 | cpu */
+		CHECK((int)(aux & 0xfff) == cpu,
+		      "rdtscp aux %#x does not name CPU %d", aux, cpu);
+	}
+#endif
+	unpin_cpu(&old);
+	CHECK(sched_getaffinity(0, sizeof(now), &now) == 0 &&
+	      CPU_EQUAL(&now, &old), "unpin_cpu(&old) did not restore the mask");
+
+	CHECK(pin_cpu(NULL) == 0, "pin_cpu(NULL) failed");
+	CHECK(affinity_count() == 1, "pin_cpu(NULL) left %d CPUs",
+	      affinity_count());
+	unpin_cpu(NULL);
+	CHECK(affinity_count() >= before, "unpin_cpu(NULL) allows %d CPUs, had %d",
+	      affinity_count(), before);
+	printf("cpus=%d\n", before);
+}
+
+int main(void)
+{
+	int avail = perfmon_available();
+
+	printf("perfmon=%d\n", avail);
+	CHECK(other_unit_perfmon() == avail,
+	      "perfmon_available() differs between translation units");
+	if (avail > 0) {
+		counter_t a, b;
+
+		/* Only where the header says a read cannot fault. */
+		sync_core();
+		a = unhalted_core();
+		b = unhalted_core();
+		printf("cycles_delta=%llu\n", b - a);
+		a = insn_retired();
+		b = insn_retired();
+		printf("insn_delta=%llu\n", b - a);
+	}
+	check_event_counter_parser();
+	check_timer();
+	check_pinning();
+	printf("failures=%d\n", failures);
+	return failures ? 1 : 0;
+}
