@@ -1,0 +1,487 @@
+// SPDX-License-Identifier: GPL-2.0-only
+/*
+ * simple_pmu._native - the instructions Python cannot issue itself.
+ *
+ * Counter reads through include/cycles.h (the simple-pmu driver), the
+ * time-stamp counter / generic timer, perf_event_open() and perf
+ * self-monitoring through the event's mmap page, CPUID, and the two fixed
+ * loops (known_loop, xor_loop) whose cost is known in advance.
+ *
+ * The driver_* reads and PerfPage.read() issue RDPMC / mrs directly: where
+ * user access is off they kill the process (SIGSEGV on x86, SIGILL on
+ * arm64). simple_pmu.probe tries them in a child process first.
+ *
+ * Needs no generated file; a native or cross build is one line:
+ *   aarch64-linux-gnu-gcc -O2 -shared -fPIC -I$PYINC -Iinclude \
+ *       userlib/simple_pmu/_native.c -o _native.cpython-311-aarch64-linux-gnu.so
+ */
+#define _GNU_SOURCE 1
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+
+#include <errno.h>
+#include <sched.h>
+#include <stdint.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+#include <linux/perf_event.h>
+
+#include "cycles.h"
+
+#if defined(__x86_64__)
+#define NATIVE_ARCH	"x86_64"
+#elif defined(__aarch64__)
+#define NATIVE_ARCH	"aarch64"
+#else
+#error "simple_pmu._native supports x86-64 and arm64 only"
+#endif
+
+/* The mmap page index of PMCCNTR_EL0 is 32: hardware counter 31. */
+#define ARM64_CYCLE_COUNTER_IDX	31
+
+#define compiler_barrier()	__asm__ __volatile__("" : : : "memory")
+
+static PyObject *ulonglong(unsigned long long v)
+{
+	return PyLong_FromUnsignedLongLong(v);
+}
+
+/* Fast reads: METH_NOARGS, one instruction plus the int object. */
+
+static PyObject *native_tsc(PyObject *mod, PyObject *unused)
+{
+	return ulonglong(rdtsc());
+}
+
+static PyObject *native_tsc_ordered(PyObject *mod, PyObject *unused)
+{
+	return ulonglong(rdtscp());
+}
+
+static PyObject *native_driver_cycles(PyObject *mod, PyObject *unused)
+{
+	return ulonglong(unhalted_core());
+}
+
+static PyObject *native_driver_instructions(PyObject *mod, PyObject *unused)
+{
+	return ulonglong(insn_retired());
+}
+
+static PyObject *native_driver_ref_cycles(PyObject *mod, PyObject *unused)
+{
+	return ulonglong(unhalted_ref());
+}
+
+static PyObject *native_driver_available(PyObject *mod, PyObject *unused)
+{
+	return PyLong_FromLong(perfmon_available());
+}
+
+static PyObject *native_timer_frequency(PyObject *mod, PyObject *unused)
+{
+	return ulonglong(cycles_timer_frequency());
+}
+
+static PyObject *native_current_cpu(PyObject *mod, PyObject *unused)
+{
+	int cpu = sched_getcpu();
+
+	if (cpu < 0)
+		return PyErr_SetFromErrno(PyExc_OSError);
+	return PyLong_FromLong(cpu);
+}
+
+static PyObject *native_cpuid(PyObject *mod, PyObject *args)
+{
+	unsigned int leaf, subleaf = 0;
+
+	if (!PyArg_ParseTuple(args, "I|I:cpuid", &leaf, &subleaf))
+		return NULL;
+#if defined(__x86_64__)
+	{
+		unsigned int r[4];
+
+		cycles_cpuid(leaf, subleaf, r);
+		return Py_BuildValue("(IIII)", r[0], r[1], r[2], r[3]);
+	}
+#else
+	PyErr_SetString(PyExc_NotImplementedError,
+			"cpuid: x86 only (this is " NATIVE_ARCH ")");
+	return NULL;
+#endif
+}
+
+/*
+ * The known loop: exactly two instructions per iteration on both arches,
+ *   x86-64:  1: sub $1, %reg ; jnz 1b
+ *   arm64:   1: subs xN, xN, #1 ; b.ne 1b
+ * so instructions retired around known_loop(n) are 2n plus a constant of
+ * the call path (the same for every n).
+ */
+static void known_loop_run(unsigned long long n)
+{
+#if defined(__x86_64__)
+	__asm__ __volatile__("1:\n\t"
+			     "sub $1, %0\n\t"
+			     "jnz 1b"
+			     : "+r" (n) : : "cc");
+#else
+	__asm__ __volatile__("1:\n\t"
+			     "subs %0, %0, #1\n\t"
+			     "b.ne 1b"
+			     : "+r" (n) : : "cc");
+#endif
+}
+
+static PyObject *native_known_loop(PyObject *mod, PyObject *arg)
+{
+	unsigned long long n = PyLong_AsUnsignedLongLong(arg);
+
+	if (n == (unsigned long long)-1 && PyErr_Occurred())
+		return NULL;
+	/* The body runs before the test: 0 would mean 2^64 iterations. */
+	if (n == 0) {
+		PyErr_SetString(PyExc_ValueError,
+				"known_loop: n must be at least 1");
+		return NULL;
+	}
+	known_loop_run(n);
+	Py_RETURN_NONE;
+}
+
+/*
+ * The dependent-XOR loop of the mhz method: each XOR needs the result of
+ * the one before (a ^= b, then b ^= a), so a core retires one per cycle,
+ * no more, no less. The loop counter runs beside the chain; the caller
+ * subtracts a 50-XOR run from a 250-XOR run of the same count, which
+ * cancels it along with every other fixed cost. Aligned to 64 bytes so the
+ * chain does not straddle cache lines differently from build to build.
+ */
+#if defined(__x86_64__)
+#define XOR_PAIR	"xor %1, %0\n\txor %0, %1\n\t"
+#define XOR_COUNT_DOWN	"sub $1, %2\n\tjnz 1b"
+#else
+#define XOR_PAIR	"eor %0, %0, %1\n\teor %1, %1, %0\n\t"
+#define XOR_COUNT_DOWN	"subs %2, %2, #1\n\tb.ne 1b"
+#endif
+
+#define XOR_LOOP(pairs, count)						\
+	do {								\
+		unsigned long a = 1, b = 2;				\
+		__asm__ __volatile__(".p2align 6\n"			\
+				     "1:\n\t"				\
+				     ".rept " #pairs "\n\t"		\
+				     XOR_PAIR				\
+				     ".endr\n\t"			\
+				     XOR_COUNT_DOWN			\
+				     : "+r" (a), "+r" (b), "+r" (count)	\
+				     : : "cc");				\
+	} while (0)
+
+static PyObject *native_xor_loop(PyObject *mod, PyObject *args)
+{
+	unsigned long long count;
+	unsigned int length;
+
+	if (!PyArg_ParseTuple(args, "KI:xor_loop", &count, &length))
+		return NULL;
+	if (count == 0) {
+		PyErr_SetString(PyExc_ValueError,
+				"xor_loop: count must be at least 1");
+		return NULL;
+	}
+	if (length == 50) {
+		XOR_LOOP(25, count);
+	} else if (length == 250) {
+		XOR_LOOP(125, count);
+	} else {
+		PyErr_Format(PyExc_ValueError,
+			     "xor_loop: length must be 50 or 250, not %u",
+			     length);
+		return NULL;
+	}
+	Py_RETURN_NONE;
+}
+
+static PyObject *native_perf_open(PyObject *mod, PyObject *args,
+				  PyObject *kwargs)
+{
+	static char *kwlist[] = { "type", "config", "config1",
+				  "exclude_kernel", "exclude_hv", "pid",
+				  "cpu", NULL };
+	struct perf_event_attr attr;
+	unsigned int type;
+	unsigned long long config, config1 = 0;
+	int exclude_kernel = 1, exclude_hv = 1, pid = 0, cpu = -1;
+	long fd;
+
+	if (!PyArg_ParseTupleAndKeywords(args, kwargs, "IK|Kppii:perf_open",
+					 kwlist, &type, &config, &config1,
+					 &exclude_kernel, &exclude_hv, &pid,
+					 &cpu))
+		return NULL;
+	memset(&attr, 0, sizeof(attr));
+	attr.size = sizeof(attr);
+	attr.type = type;
+	attr.config = config;
+	attr.config1 = config1;
+	attr.exclude_kernel = exclude_kernel;
+	attr.exclude_hv = exclude_hv;
+	fd = syscall(SYS_perf_event_open, &attr, pid, cpu, -1,
+		     PERF_FLAG_FD_CLOEXEC);
+	if (fd < 0)
+		return PyErr_SetFromErrno(PyExc_OSError);
+	return PyLong_FromLong(fd);
+}
+
+/*
+ * PerfPage: the first page of a perf event's mmap, for self-monitoring.
+ * The caller keeps the fd open while the page is in use.
+ */
+typedef struct {
+	PyObject_HEAD
+	struct perf_event_mmap_page *page;
+	size_t size;
+} PerfPage;
+
+static int perfpage_init(PerfPage *self, PyObject *args, PyObject *kwargs)
+{
+	static char *kwlist[] = { "fd", NULL };
+	long psize = sysconf(_SC_PAGESIZE);
+	void *p;
+	int fd;
+
+	if (!PyArg_ParseTupleAndKeywords(args, kwargs, "i:PerfPage", kwlist,
+					 &fd))
+		return -1;
+	if (self->page) {
+		PyErr_SetString(PyExc_ValueError, "PerfPage: already mapped");
+		return -1;
+	}
+	p = mmap(NULL, (size_t)psize, PROT_READ, MAP_SHARED, fd, 0);
+	if (p == MAP_FAILED) {
+		PyErr_SetFromErrno(PyExc_OSError);
+		return -1;
+	}
+	self->page = p;
+	self->size = (size_t)psize;
+	return 0;
+}
+
+static void perfpage_unmap(PerfPage *self)
+{
+	if (self->page) {
+		munmap(self->page, self->size);
+		self->page = NULL;
+	}
+}
+
+static void perfpage_dealloc(PerfPage *self)
+{
+	perfpage_unmap(self);
+	Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static PyObject *perfpage_close(PerfPage *self, PyObject *unused)
+{
+	perfpage_unmap(self);
+	Py_RETURN_NONE;
+}
+
+static unsigned long long read_hw_counter(unsigned int hw_idx)
+{
+#if defined(__x86_64__)
+	/* perf's index already carries bit 30 for fixed counters. */
+	return cycles_rdpmc(hw_idx);
+#else
+	if (hw_idx == ARM64_CYCLE_COUNTER_IDX)
+		return unhalted_core();
+	return cycles_read_pmevcntr(hw_idx);
+#endif
+}
+
+/* The seqlock loop of include/uapi/linux/perf_event.h. */
+static int perfpage_count(volatile struct perf_event_mmap_page *pc,
+			  unsigned long long *count)
+{
+	unsigned int seq, idx, width;
+	unsigned long long cnt;
+	long long pmc;
+	int rdpmc_ok;
+
+	do {
+		seq = pc->lock;
+		compiler_barrier();
+		idx = pc->index;
+		cnt = pc->offset;
+		rdpmc_ok = pc->cap_user_rdpmc && idx;
+		if (rdpmc_ok) {
+			width = pc->pmc_width;
+			pmc = (long long)read_hw_counter(idx - 1);
+			/* Sign-extend from the counter's width. */
+			if (width > 0 && width < 64) {
+				pmc = (long long)((unsigned long long)pmc
+						  << (64 - width));
+				pmc >>= 64 - width;
+			}
+			cnt += (unsigned long long)pmc;
+		}
+		compiler_barrier();
+	} while (pc->lock != seq);
+	*count = cnt;
+	return rdpmc_ok;
+}
+
+static PyObject *perfpage_read(PerfPage *self, PyObject *unused)
+{
+	unsigned long long count;
+
+	if (!self->page) {
+		PyErr_SetString(PyExc_ValueError, "PerfPage: closed");
+		return NULL;
+	}
+	if (!perfpage_count(self->page, &count)) {
+		PyErr_SetString(PyExc_RuntimeError,
+				"perf event not readable from user space now "
+				"(cap_user_rdpmc 0 or index 0): use read(2)");
+		return NULL;
+	}
+	return ulonglong(count);
+}
+
+static PyObject *perfpage_info(PerfPage *self, PyObject *unused)
+{
+	volatile struct perf_event_mmap_page *pc = self->page;
+	unsigned int seq;
+	PyObject *d;
+
+	if (!pc) {
+		PyErr_SetString(PyExc_ValueError, "PerfPage: closed");
+		return NULL;
+	}
+	do {
+		seq = pc->lock;
+		compiler_barrier();
+		d = Py_BuildValue(
+			"{s:I,s:I,s:L,s:K,s:K,s:i,s:i,s:i,s:i,s:H,s:H,s:I,s:K}",
+			"version", pc->version,
+			"index", pc->index,
+			"offset", (long long)pc->offset,
+			"time_enabled", (unsigned long long)pc->time_enabled,
+			"time_running", (unsigned long long)pc->time_running,
+			"cap_user_rdpmc", (int)pc->cap_user_rdpmc,
+			"cap_user_time", (int)pc->cap_user_time,
+			"cap_user_time_zero", (int)pc->cap_user_time_zero,
+			"cap_user_time_short", (int)pc->cap_user_time_short,
+			"pmc_width", pc->pmc_width,
+			"time_shift", pc->time_shift,
+			"time_mult", pc->time_mult,
+			"time_zero", (unsigned long long)pc->time_zero);
+		compiler_barrier();
+		if (!d || pc->lock == seq)
+			break;
+		Py_DECREF(d);
+	} while (1);
+	return d;
+}
+
+static PyMethodDef perfpage_methods[] = {
+	{ "read", (PyCFunction)perfpage_read, METH_NOARGS,
+	  "read() -> int\n--\n\nThe event's count, read in user space (RDPMC or "
+	  "mrs) under the page's seqlock. RuntimeError when the page does not "
+	  "allow it now." },
+	{ "info", (PyCFunction)perfpage_info, METH_NOARGS,
+	  "info() -> dict\n--\n\nA consistent snapshot of the page's fields "
+	  "(index, cap_user_rdpmc, pmc_width, time_mult, ...)." },
+	{ "close", (PyCFunction)perfpage_close, METH_NOARGS,
+	  "close() -> None\n--\n\nUnmap the page (the fd stays open)." },
+	{ NULL }
+};
+
+static PyTypeObject PerfPageType = {
+	PyVarObject_HEAD_INIT(NULL, 0)
+	.tp_name = "simple_pmu._native.PerfPage",
+	.tp_doc = "PerfPage(fd)\n--\n\nThe mmap page of an open perf event, "
+		  "for self-monitoring reads.",
+	.tp_basicsize = sizeof(PerfPage),
+	.tp_flags = Py_TPFLAGS_DEFAULT,
+	.tp_new = PyType_GenericNew,
+	.tp_init = (initproc)perfpage_init,
+	.tp_dealloc = (destructor)perfpage_dealloc,
+	.tp_methods = perfpage_methods,
+};
+
+static PyMethodDef native_methods[] = {
+	{ "tsc", native_tsc, METH_NOARGS,
+	  "tsc() -> int\n--\n\nThe time-stamp counter (x86 RDTSC) or generic "
+	  "timer (arm64 CNTVCT_EL0), unordered." },
+	{ "tsc_ordered", native_tsc_ordered, METH_NOARGS,
+	  "tsc_ordered() -> int\n--\n\nAs tsc(), after earlier instructions "
+	  "complete (RDTSCP; isb + CNTVCT_EL0)." },
+	{ "timer_frequency", native_timer_frequency, METH_NOARGS,
+	  "timer_frequency() -> int\n--\n\nHz of tsc() as the hardware states "
+	  "it (arm64 CNTFRQ_EL0; x86 CPUID 0x15 or hypervisor leaf "
+	  "0x40000010); 0 if it does not." },
+	{ "driver_available", native_driver_available, METH_NOARGS,
+	  "driver_available() -> int\n--\n\ncycles.h perfmon_available(): > 0 "
+	  "when the simple-pmu driver's counters can be read. Never faults." },
+	{ "driver_cycles", native_driver_cycles, METH_NOARGS,
+	  "driver_cycles() -> int\n--\n\ncycles.h unhalted_core(): RDPMC fixed "
+	  "counter 1 / PMCCNTR_EL0. Kills the process if access is off." },
+	{ "driver_instructions", native_driver_instructions, METH_NOARGS,
+	  "driver_instructions() -> int\n--\n\ncycles.h insn_retired(): RDPMC "
+	  "fixed counter 0 / the driver's INST_RETIRED PMEVCNTR<n>_EL0 (0 if "
+	  "none). Kills the process if access is off." },
+	{ "driver_ref_cycles", native_driver_ref_cycles, METH_NOARGS,
+	  "driver_ref_cycles() -> int\n--\n\ncycles.h unhalted_ref(): RDPMC "
+	  "fixed counter 2 / CNTVCT_EL0." },
+	{ "current_cpu", native_current_cpu, METH_NOARGS,
+	  "current_cpu() -> int\n--\n\nsched_getcpu()." },
+	{ "cpuid", native_cpuid, METH_VARARGS,
+	  "cpuid(leaf, subleaf=0) -> (eax, ebx, ecx, edx)\n--\n\nx86 only; "
+	  "NotImplementedError elsewhere." },
+	{ "known_loop", native_known_loop, METH_O,
+	  "known_loop(n) -> None\n--\n\nRun a loop of exactly two instructions "
+	  "n times (n >= 1): x86-64 'sub $1,%reg; jnz', arm64 'subs xN,xN,#1; "
+	  "b.ne'. Instructions retired around a call: 2*n + a constant." },
+	{ "xor_loop", native_xor_loop, METH_VARARGS,
+	  "xor_loop(count, length) -> None\n--\n\nRun count iterations of a "
+	  "chain of length (50 or 250) dependent XORs, one cycle each." },
+	{ "perf_open", (PyCFunction)(void (*)(void))native_perf_open,
+	  METH_VARARGS | METH_KEYWORDS,
+	  "perf_open(type, config, config1=0, exclude_kernel=True, "
+	  "exclude_hv=True, pid=0, cpu=-1) -> int\n--\n\nperf_event_open(2) "
+	  "with O_CLOEXEC; OSError with the kernel's errno on failure." },
+	{ NULL }
+};
+
+static struct PyModuleDef native_module = {
+	PyModuleDef_HEAD_INIT,
+	.m_name = "simple_pmu._native",
+	.m_doc = "CPU counter reads for simple_pmu (see include/cycles.h).",
+	.m_size = -1,
+	.m_methods = native_methods,
+};
+
+PyMODINIT_FUNC PyInit__native(void)
+{
+	PyObject *m;
+
+	if (PyType_Ready(&PerfPageType) < 0)
+		return NULL;
+	m = PyModule_Create(&native_module);
+	if (!m)
+		return NULL;
+	Py_INCREF(&PerfPageType);
+	if (PyModule_AddObject(m, "PerfPage", (PyObject *)&PerfPageType) < 0 ||
+	    PyModule_AddStringConstant(m, "ARCH", NATIVE_ARCH) < 0 ||
+	    PyModule_AddStringConstant(m, "SYSFS_DIR", CYCLES_SYSFS_DIR) < 0 ||
+	    PyModule_AddIntConstant(m, "KNOWN_LOOP_INSNS_PER_ITER", 2) < 0) {
+		Py_DECREF(m);
+		return NULL;
+	}
+	return m;
+}

@@ -1,0 +1,358 @@
+"""probe(): which counter backend works here, and precisely why each other one does not.
+
+Backends, best first:
+  driver      the simple-pmu module: RDPMC of Intel fixed counters / arm64 PMCCNTR_EL0
+              and the driver's INST_RETIRED event counter, read through cycles.h
+  perf-rdpmc  perf self-monitoring: a perf event's mmap page plus RDPMC / mrs
+  perf-read   perf_event_open() and read(2): one system call per reading
+  timer       the time-stamp counter (x86) / generic timer (arm64): time, not cycles
+
+Every instruction that can fault is first tried in a forked child (simple_pmu.child):
+probing never kills the caller.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+
+from simple_pmu import reasons
+from simple_pmu.child import ChildResult, run_in_child
+from simple_pmu.native import native, native_error
+from simple_pmu.perf import PerfError, SelfMonitor, open_event, read_count
+from simple_pmu.sysinfo import (
+    EVENT_SOURCE,
+    PARANOID,
+    PERF_USER_ACCESS,
+    SYSFS_DIR,
+    X86_CPU_PMUS,
+    CpuInfo,
+    cpu_info,
+    cpu_pmus,
+    driver_attrs,
+    parse_event_counters,
+    rdpmc_mode,
+    read_int,
+)
+from simple_pmu.timer import timer_frequency
+
+COUNTER_BACKENDS = ("driver", "perf-rdpmc", "perf-read")
+SPIN_ITERATIONS = 100_000  # known_loop iterations between two trial reads
+INST_RETIRED = 0x08
+
+
+@dataclass(frozen=True)
+class Backend:
+    name: str
+    description: str
+    usable: bool
+    reasons: tuple[str, ...] = ()  # why it is not usable, most basic first
+    notes: tuple[str, ...] = ()  # limits of a usable backend, or context
+    counters: tuple[str, ...] = ()  # what it reads when usable
+    facts: dict[str, object] = field(default_factory=dict)
+
+    @property
+    def reason(self) -> str:
+        return "; ".join(self.reasons)
+
+
+@dataclass(frozen=True)
+class Report:
+    cpu: CpuInfo
+    backends: tuple[Backend, ...]
+    native_error: str = ""
+
+    def get(self, name: str) -> Backend:
+        for backend in self.backends:
+            if backend.name == name:
+                return backend
+        raise KeyError(name)
+
+    def best(self, counter: str = "cycles") -> Backend | None:
+        """The first usable counter backend that reads counter."""
+        for name in COUNTER_BACKENDS:
+            backend = self.get(name)
+            if backend.usable and counter in backend.counters:
+                return backend
+        return None
+
+    def unusable_summary(self) -> str:
+        return "; ".join(f"{b.name}: {b.reason}" for b in self.backends
+                         if b.name in COUNTER_BACKENDS and not b.usable)
+
+    def to_dict(self) -> dict[str, object]:
+        return {
+            "cpu": self.cpu.to_dict(),
+            "native_error": self.native_error or None,
+            "backends": [dict(asdict(b), reason=b.reason) for b in self.backends],
+        }
+
+
+def _is_x86(cpu: CpuInfo) -> bool:
+    return cpu.arch == "x86_64"
+
+
+def _allowed_cpus() -> list[int]:
+    return sorted(os.sched_getaffinity(0))
+
+
+def _pinned(cpu: int, call: Callable[[], object]) -> Callable[[], object]:
+    def run() -> object:
+        os.sched_setaffinity(0, {cpu})
+        return call()
+    return run
+
+
+def _two_reads(read: Callable[[], int]) -> Callable[[], object]:
+    """Read, run the known loop, read again: in the child, the reads may fault."""
+    def run() -> object:
+        assert native is not None
+        first = read()
+        native.known_loop(SPIN_ITERATIONS)
+        return [first, read()]
+    return run
+
+
+def _trial(what: str, cpus: list[int], call: Callable[[], object]) -> list[str]:
+    """Run call on each CPU in a child; the reasons it failed (none if it worked)."""
+    found: list[str] = []
+    for cpu in cpus:
+        result: ChildResult = run_in_child(_pinned(cpu, call))
+        if result.signal:
+            found.append(reasons.TRIAL_FAULT.format(what=what, cpu=cpu, signal=result.signal))
+        elif not result.ok:
+            found.append(reasons.TRIAL_FAILED.format(what=what, cpu=cpu, error=result.error))
+        elif isinstance(result.value, list) and len(result.value) == 2:
+            first, second = result.value
+            if second == first:
+                found.append(reasons.NOT_COUNTING.format(what=what, cpu=cpu, first=first,
+                                                         second=second))
+    return found
+
+
+def _no_vpmu(cpu: CpuInfo) -> list[str]:
+    if cpu.hypervisor and not cpu_pmus():
+        return [reasons.HYPERVISOR_NO_VPMU.format(hypervisor=cpu.hypervisor)]
+    return []
+
+
+def probe_driver(cpu: CpuInfo) -> Backend:
+    name, counters = "driver", ("cycles", "instructions")
+    description = ("simple-pmu driver: RDPMC of fixed counters" if _is_x86(cpu)
+                   else "simple-pmu driver: PMCCNTR_EL0 and an INST_RETIRED event counter")
+    attrs = driver_attrs()
+    facts: dict[str, object] = {"module": "loaded" if SYSFS_DIR.is_dir() else "not loaded",
+                                "sysfs": str(SYSFS_DIR)}
+    facts.update({f"sysfs.{k}": v for k, v in attrs.items() if "\n" not in v})
+    found: list[str] = []
+    notes: list[str] = []
+    if native is None:
+        return Backend(name, description, False, (native_error,), facts=facts)
+    if not SYSFS_DIR.is_dir():
+        found.append(reasons.DRIVER_NOT_LOADED.format(path=SYSFS_DIR))
+    if _is_x86(cpu):
+        found += _x86_driver_hardware(cpu, facts)
+        mode = rdpmc_mode()
+        if mode is not None:
+            facts["rdpmc"] = f"{mode[0]} = {mode[1]}"
+            if SYSFS_DIR.is_dir() and mode[1] != 2:
+                found.append(reasons.RDPMC_NOT_ALWAYS.format(path=mode[0], value=mode[1]))
+        if attrs.get("rdpmc_fixed", "1").strip() == "0":
+            found.append(reasons.DRIVER_FIXED_OFF.format(value=attrs["rdpmc_fixed"]))
+    elif SYSFS_DIR.is_dir():
+        for attr, template in (("user_access", reasons.DRIVER_USER_ACCESS_OFF),
+                               ("cycle_counter", reasons.DRIVER_NO_CYCLE_COUNTER)):
+            if attrs.get(attr, "1").strip() == "0":
+                found.append(template.format(value=attrs[attr]))
+        try:
+            events = parse_event_counters(attrs.get("event_counters", ""))
+        except ValueError:
+            events = {}
+        if INST_RETIRED not in events:
+            counters = ("cycles",)
+            notes.append(reasons.DRIVER_NO_INSN.format(value=attrs.get("event_counters", "")))
+    if found:
+        return Backend(name, description, False, tuple(found), tuple(notes), facts=facts)
+    available = native.driver_available()
+    facts["perfmon_available"] = available
+    if available <= 0:
+        return Backend(name, description, False, (reasons.DRIVER_REFUSES,), facts=facts)
+    cpus = _allowed_cpus()
+    found += _trial("the cycle counter", cpus, _two_reads(native.driver_cycles))
+    if not found and "instructions" in counters:
+        found += _trial("the instructions counter", cpus, _two_reads(native.driver_instructions))
+    return Backend(name, description, not found, tuple(found), tuple(notes), counters, facts)
+
+
+def _x86_driver_hardware(cpu: CpuInfo, facts: dict[str, object]) -> list[str]:
+    pm = cpu.perfmon
+    if pm is None:
+        return []
+    facts.update(perfmon_version=pm.version, fixed_counters=pm.num_fixed,
+                 fixed_width=pm.fixed_width)
+    if pm.version == 0:
+        found = [reasons.X86_NO_PERFMON.format(vendor=cpu.vendor, version=pm.version)]
+        if cpu.vendor == "GenuineIntel" and cpu.hypervisor:
+            found.append(reasons.HYPERVISOR_NO_VPMU.format(hypervisor=cpu.hypervisor))
+        return found
+    if pm.version == 1:
+        return [reasons.X86_PERFMON_V1]
+    found = []
+    for index, event in ((0, "instructions retired"), (1, "core cycles")):
+        if not pm.fixed_mask >> index & 1:
+            found.append(reasons.X86_NO_FIXED.format(index=index, event=event))
+    for bit, event in ((0, "core cycles"), (1, "instructions retired")):
+        if pm.events_unavailable >> bit & 1:
+            found.append(reasons.X86_EVENT_UNAVAILABLE.format(event=event))
+    return found
+
+
+def _perf_facts() -> dict[str, object]:
+    facts: dict[str, object] = {"perf_event_paranoid": read_int(PARANOID),
+                                "cpu_pmus": ",".join(cpu_pmus()) or "none"}
+    return facts
+
+
+def _no_pmu_reasons(cpu: CpuInfo) -> list[str]:
+    if cpu_pmus():
+        return []
+    names = ", ".join(X86_CPU_PMUS) if _is_x86(cpu) else "armv8_*/armv9_* (with a cpus file)"
+    return [reasons.NO_CPU_PMU.format(path=EVENT_SOURCE, names=names)]
+
+
+def probe_perf_rdpmc(cpu: CpuInfo) -> Backend:
+    name = "perf-rdpmc"
+    description = ("perf self-monitoring: mmap page + RDPMC" if _is_x86(cpu)
+                   else "perf self-monitoring: mmap page + mrs at EL0")
+    facts = _perf_facts()
+    if native is None:
+        return Backend(name, description, False, (native_error,), facts=facts)
+    found: list[str] = []
+    if _is_x86(cpu):
+        mode = rdpmc_mode()
+        facts["rdpmc"] = f"{mode[0]} = {mode[1]}" if mode else "absent"
+        if mode is not None and mode[1] == 0:
+            found.append(reasons.RDPMC_OFF.format(path=mode[0]))
+    else:
+        access = read_int(PERF_USER_ACCESS)
+        facts["perf_user_access"] = access
+        if access is None:
+            found.append(reasons.PERF_USER_ACCESS_ABSENT.format(path=PERF_USER_ACCESS))
+        elif access == 0:
+            found.append(reasons.PERF_USER_ACCESS_OFF.format(path=PERF_USER_ACCESS, value=access))
+    counters: list[str] = []
+    notes: list[str] = []
+    for event in ("cycles", "instructions"):
+        problem = _self_monitor_problem(event)
+        if problem is None:
+            counters.append(event)
+        elif event == "cycles":
+            found.append(problem)
+        else:
+            notes.append(reasons.PERF_NO_INSN.format(detail=problem))
+    if any("ENOENT" in r for r in found):
+        found += _no_pmu_reasons(cpu) + _no_vpmu(cpu)
+    if not found:
+        found += _trial("a perf cycles event", _allowed_cpus(), _self_monitor_reads("cycles"))
+    if found:
+        return Backend(name, description, False, tuple(found), facts=facts)
+    return Backend(name, description, True, (), tuple(notes), tuple(counters), facts)
+
+
+def _self_monitor_problem(event: str) -> str | None:
+    try:
+        monitor = SelfMonitor.open(event)
+    except PerfError as exc:
+        return exc.reason
+    except OSError as exc:
+        return reasons.MMAP_FAILED.format(event=event, error=exc)
+    try:
+        return monitor.problem()
+    finally:
+        monitor.close()
+
+
+def _self_monitor_reads(event: str) -> Callable[[], object]:
+    """For the child: the perf mmap is not inherited (VM_DONTCOPY), so open anew."""
+    def run() -> object:
+        monitor = SelfMonitor.open(event)
+        return _two_reads(monitor.page.read)()
+    return run
+
+
+def probe_perf_read(cpu: CpuInfo) -> Backend:
+    name, description = "perf-read", "perf_event_open() and read(2)"
+    facts = _perf_facts()
+    if native is None:
+        return Backend(name, description, False, (native_error,), facts=facts)
+    counters: list[str] = []
+    found: list[str] = []
+    notes: list[str] = []
+    for event in ("cycles", "instructions"):
+        problem = _read_problem(event)
+        if problem is None:
+            counters.append(event)
+        elif event == "cycles":
+            found.append(problem)
+        else:
+            notes.append(reasons.PERF_NO_INSN.format(detail=problem))
+    if any("ENOENT" in r for r in found):
+        found += _no_pmu_reasons(cpu) + _no_vpmu(cpu)
+    if found:
+        return Backend(name, description, False, tuple(found), facts=facts)
+    return Backend(name, description, True, (), tuple(notes), tuple(counters), facts)
+
+
+def _read_problem(event: str) -> str | None:
+    try:
+        fd = open_event(event)
+    except PerfError as exc:
+        return exc.reason
+    try:
+        assert native is not None
+        first = read_count(fd)
+        native.known_loop(SPIN_ITERATIONS)
+        second = read_count(fd)
+    except OSError as exc:
+        return reasons.READ_FAILED.format(event=event, error=exc)
+    finally:
+        os.close(fd)
+    if second == first:
+        return reasons.NOT_COUNTING.format(what=f"the perf {event} event", cpu="any",
+                                           first=first, second=second)
+    return None
+
+
+def probe_timer(cpu: CpuInfo) -> Backend:
+    name = "timer"
+    description = ("time-stamp counter (RDTSC)" if _is_x86(cpu)
+                   else "generic timer (CNTVCT_EL0)")
+    facts: dict[str, object] = {}
+    if native is None:
+        return Backend(name, description, False, (native_error,), facts=facts)
+    notes: list[str] = []
+    if _is_x86(cpu):
+        if "tsc" not in cpu.flags:
+            return Backend(name, description, False, (reasons.NO_TSC,), facts=facts)
+        invariant = {"constant_tsc", "nonstop_tsc"} <= cpu.flags
+        facts["invariant"] = invariant
+        if not invariant:
+            notes.append(reasons.TSC_NOT_INVARIANT)
+    found = _trial("the timer", _allowed_cpus()[:1], _two_reads(native.tsc))
+    if found:
+        return Backend(name, description, False, tuple(found), facts=facts)
+    freq = timer_frequency()
+    facts.update(frequency_hz=freq.hz, frequency_source=freq.source)
+    return Backend(name, description, True, (), tuple(notes), ("ticks",), facts)
+
+
+def probe() -> Report:
+    """Probe every backend. Takes a few hundred ms (child processes, timer calibration)."""
+    cpu = cpu_info()
+    if cpu.arch not in ("x86_64", "aarch64"):
+        reason = (reasons.ARCH_UNSUPPORTED.format(arch=cpu.arch),)
+        names = (*COUNTER_BACKENDS, "timer")
+        return Report(cpu, tuple(Backend(n, n, False, reason) for n in names), native_error)
+    backends = (probe_driver(cpu), probe_perf_rdpmc(cpu), probe_perf_read(cpu), probe_timer(cpu))
+    return Report(cpu, backends, native_error)

@@ -1,0 +1,211 @@
+"""Facts about this machine that decide which counter backend can work: files and CPUID.
+
+Nothing here executes an instruction that can fault; CPUID never does.
+"""
+
+from __future__ import annotations
+
+import platform
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from simple_pmu.native import native
+
+SYSFS_DIR = Path("/sys/devices/system/simple-pmu/simple-pmu0")
+EVENT_SOURCE = Path("/sys/bus/event_source/devices")
+PARANOID = Path("/proc/sys/kernel/perf_event_paranoid")
+PERF_USER_ACCESS = Path("/proc/sys/kernel/perf_user_access")
+CPUINFO = Path("/proc/cpuinfo")
+
+# x86 core PMUs as perf names them (hybrid parts: cpu_core and cpu_atom).
+X86_CPU_PMUS = ("cpu", "cpu_core", "cpu_atom")
+
+# MIDR_EL1 implementer codes, as /proc/cpuinfo prints them.
+ARM_IMPLEMENTERS = {
+    0x00: "software (e.g. QEMU -cpu max)",
+    0x41: "Arm",
+    0x42: "Broadcom",
+    0x43: "Cavium",
+    0x46: "Fujitsu",
+    0x48: "HiSilicon",
+    0x4E: "NVIDIA",
+    0x50: "Applied Micro",
+    0x51: "Qualcomm",
+    0x61: "Apple",
+    0xC0: "Ampere",
+}
+
+CPUID_PERFMON_LEAF = 0xA
+CPUID_HYPERVISOR_BIT = 1 << 31  # leaf 1 ECX
+CPUID_HV_BASE = 0x40000000
+
+
+def read_text(path: Path) -> str | None:
+    """The file's contents without the trailing newline, None if it cannot be read."""
+    try:
+        return path.read_text().rstrip("\n")
+    except OSError:
+        return None
+
+
+def read_int(path: Path) -> int | None:
+    text = read_text(path)
+    if text is None:
+        return None
+    try:
+        return int(text.strip(), 0)
+    except ValueError:
+        return None
+
+
+def machine() -> str:
+    return native.ARCH if native is not None else platform.machine()
+
+
+@dataclass(frozen=True)
+class Perfmon:
+    """CPUID leaf 0xA (x86 architectural performance monitoring), decoded."""
+
+    version: int
+    num_gp: int
+    num_fixed: int
+    fixed_width: int
+    fixed_mask: int  # bit i: fixed counter i exists
+    events_unavailable: int  # EBX, bit set: event not available
+
+    @classmethod
+    def from_regs(cls, eax: int, ebx: int, ecx: int, edx: int) -> Perfmon:
+        version = eax & 0xFF
+        # EDX and the fixed counters arrived with version 2.
+        num_fixed = edx & 0x1F if version >= 2 else 0
+        fixed_width = (edx >> 5) & 0xFF if version >= 2 else 0
+        # Version 5 lists fixed counters in ECX; before, they are the first EDX[4:0].
+        fixed_mask = (ecx | ((1 << num_fixed) - 1)) if version >= 2 else 0
+        # Only EAX[31:24] bits of EBX are enumerated: count the rest as unavailable.
+        enumerated = (1 << ((eax >> 24) & 0xFF)) - 1
+        unavailable = (ebx & enumerated) | (0xFF & ~enumerated)
+        return cls(version, (eax >> 8) & 0xFF, num_fixed, fixed_width, fixed_mask, unavailable)
+
+
+@dataclass(frozen=True)
+class CpuInfo:
+    arch: str
+    vendor: str  # "GenuineIntel", "AuthenticAMD", "Arm (0x41)", ...
+    model: str
+    flags: frozenset[str] = field(repr=False)
+    hypervisor: str | None  # vendor signature, "present", or None
+    perfmon: Perfmon | None  # x86 only, when the extension can run CPUID
+
+    def to_dict(self) -> dict[str, object]:
+        return {
+            "arch": self.arch,
+            "vendor": self.vendor,
+            "model": self.model,
+            "hypervisor": self.hypervisor,
+            "perfmon_version": self.perfmon.version if self.perfmon else None,
+            "fixed_counters": self.perfmon.num_fixed if self.perfmon else None,
+        }
+
+
+def _cpuinfo_fields() -> dict[str, str]:
+    """The first processor's block of /proc/cpuinfo."""
+    fields: dict[str, str] = {}
+    for line in (read_text(CPUINFO) or "").splitlines():
+        if not line.strip():
+            if fields:
+                break
+            continue
+        key, _, value = line.partition(":")
+        fields.setdefault(key.strip(), value.strip())
+    return fields
+
+
+def _x86_hypervisor(flags: frozenset[str]) -> str | None:
+    if native is not None:
+        if not native.cpuid(1)[2] & CPUID_HYPERVISOR_BIT:
+            return None
+        _eax, ebx, ecx, edx = native.cpuid(CPUID_HV_BASE)
+        sig = b"".join(r.to_bytes(4, "little") for r in (ebx, ecx, edx))
+        name = sig.rstrip(b"\0").decode("ascii", "replace")
+        return name or "present"
+    return "present" if "hypervisor" in flags else None
+
+
+def _arm64_hypervisor() -> str | None:
+    for path in (Path("/sys/hypervisor/type"), Path("/sys/class/dmi/id/sys_vendor")):
+        text = read_text(path)
+        if text and (path.name == "type" or "QEMU" in text or "KVM" in text):
+            return text.strip()
+    compatible = read_text(Path("/proc/device-tree/compatible")) or ""
+    if "linux,dummy-virt" in compatible:
+        return "QEMU virt machine"
+    return None
+
+
+def cpu_info() -> CpuInfo:
+    arch = machine()
+    info = _cpuinfo_fields()
+    if arch in ("x86_64", "i686", "i386"):
+        flags = frozenset(info.get("flags", "").split())
+        perfmon = None
+        if native is not None and native.cpuid(0)[0] >= CPUID_PERFMON_LEAF:
+            perfmon = Perfmon.from_regs(*native.cpuid(CPUID_PERFMON_LEAF))
+        elif native is not None:
+            perfmon = Perfmon(0, 0, 0, 0, 0, 0xFF)
+        return CpuInfo(arch, info.get("vendor_id", "unknown"), info.get("model name", "unknown"),
+                       flags, _x86_hypervisor(flags), perfmon)
+    flags = frozenset(info.get("Features", "").split())
+    implementer = info.get("CPU implementer")
+    if implementer is not None:
+        code = int(implementer, 16)
+        vendor = f"{ARM_IMPLEMENTERS.get(code, 'unknown implementer')} ({implementer})"
+    else:
+        vendor = "unknown"
+    model = f"CPU part {info.get('CPU part', 'unknown')}"
+    return CpuInfo(arch, vendor, model, flags, _arm64_hypervisor(), None)
+
+
+def cpu_pmus() -> list[str]:
+    """The CPU PMUs perf knows here (x86: cpu or cpu_core/cpu_atom; arm64: armv8_*...)."""
+    if not EVENT_SOURCE.is_dir():
+        return []
+    if machine().startswith("x86") or machine() in ("i386", "i686"):
+        return [n for n in X86_CPU_PMUS if (EVENT_SOURCE / n).is_dir()]
+    # arm_pmu devices carry a "cpus" attribute; uncore PMUs have "cpumask" instead.
+    return sorted(p.name for p in EVENT_SOURCE.iterdir() if (p / "cpus").is_file())
+
+
+def rdpmc_mode() -> tuple[Path, int] | None:
+    """The x86 cpu PMU's rdpmc attribute: 0 off, 1 tasks with a perf mmap, 2 always."""
+    for pmu in X86_CPU_PMUS:
+        path = EVENT_SOURCE / pmu / "rdpmc"
+        value = read_int(path)
+        if value is not None:
+            return path, value
+    return None
+
+
+def driver_attrs() -> dict[str, str]:
+    """Every readable attribute of the simple-pmu sysfs directory ({} if absent)."""
+    attrs: dict[str, str] = {}
+    try:
+        entries = sorted(SYSFS_DIR.iterdir())
+    except OSError:
+        return attrs
+    for entry in entries:
+        if entry.is_file():
+            text = read_text(entry)
+            if text is not None:
+                attrs[entry.name] = text
+    return attrs
+
+
+def parse_event_counters(text: str) -> dict[int, int]:
+    """event_counters ("5:0x0008 4:0x0011") as {event: counter index}; ValueError if malformed."""
+    result: dict[int, int] = {}
+    for pair in text.split():
+        idx, sep, event = pair.partition(":")
+        if not sep:
+            raise ValueError(f"event_counters: {pair!r} is not IDX:0xEVENT")
+        result[int(event, 16)] = int(idx, 10)
+    return result
