@@ -49,6 +49,27 @@ def build(c, kdir="", kernel="", arch="all", w1=False):
         print(r.ko)
 
 
+@task(iterable=["ko"],
+      help={"kdir": "target kernel build tree", "ko": "module to check (repeatable; default: "
+            "the one built for that tree)", "cert": "certificate to verify signatures with",
+            "require_signature": "an unsigned module is an error"})
+def verify(c, kdir, ko=None, cert="", require_signature=False):
+    """Check built modules against a kernel tree with pyelftools: one table per module."""
+    for line in _run(commands.verify, kdir, ko or [], cert, require_signature):
+        print(line)
+
+
+@task(iterable=["ko"],
+      help={"kdir": "kernel build tree whose scripts/sign-file signs",
+            "ko": "module to sign (repeatable; default: the one built for that tree)",
+            "key": "private key (PEM); default: DKMS's MOK key or simple-pmu's own",
+            "cert": "certificate of --key (DER or PEM)"})
+def sign(c, kdir, ko=None, key="", cert=""):
+    """Sign modules with the tree's sign-file, then verify the signature offline."""
+    for line in _run(commands.sign, kdir, ko or [], key, cert):
+        print(line)
+
+
 @task(name="test-qemu",
       help={"kernel": "suite or 'all'", "arch": "amd64, arm64 or 'all'",
             "timeout": "seconds per guest", "jobs": "guests run in parallel"})

@@ -10,7 +10,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import chroot, compat, toolchain
+from . import chroot, compat, modverify, toolchain
 from .apt import PrivateApt
 from .errors import PipelineError
 from .kdir import KernelTree, inspect
@@ -28,6 +28,7 @@ class BuildResult:
     ko: Path
     warnings: tuple[str, ...]
     log: str
+    report: modverify.Report
 
 
 def default_gcc_by_suite(apt: PrivateApt) -> dict[str, int]:
@@ -100,4 +101,23 @@ def build(kdir: str | Path, *, w1: bool = False, build_root: Path | None = None,
         tail = "\n  ".join(log.strip().splitlines()[-25:])
         raise PipelineError(f"build for {tree.release} ({tc.cc}, {tc.where}) failed:\n  {tail}")
     warnings = tuple(ln for ln in log.splitlines() if "warning:" in ln.lower())
-    return BuildResult(tree, tc, out, ko, warnings, log)
+    # Signed later (invoke sign), so a signature is not required yet.
+    report = verify(tree, [ko], require_signature=False)[0]
+    return BuildResult(tree, tc, out, ko, warnings, log, report)
+
+
+def verify(tree: KernelTree, modules: list[Path], cert: Path | None = None,
+           require_signature: bool | None = None) -> list[modverify.Report]:
+    """modverify against `tree`; any problem is an error listing every one of them."""
+    try:
+        target = modverify.load_target(tree.path)
+        reports = [modverify.check(modverify.read_module(ko), target, cert=cert,
+                                   require_signature=require_signature) for ko in modules]
+    except modverify.VerifyError as e:
+        raise PipelineError(str(e)) from None
+    problems = [p for r in reports for p in r.problems]
+    if problems:
+        table = [ln for r in reports for ln in r.table()]
+        raise PipelineError(f"verification against {tree.release} failed:\n  "
+                            + "\n  ".join([*table, *problems]))
+    return reports

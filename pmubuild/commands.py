@@ -3,7 +3,7 @@
 import time
 from pathlib import Path
 
-from . import build, compat, kernels, matrix, matrixrun
+from . import build, compat, kernels, matrix, matrixrun, signing
 from . import checkpatch as checkpatch_mod
 from .apt import PrivateApt
 from .errors import PipelineError
@@ -60,7 +60,42 @@ def build_one(kdir_path: str, w1: bool) -> build.BuildResult:
         f"{result.toolchain.where} ({result.toolchain.reason})")
     for w in result.warnings:
         say(f"warning: {w}")
+    for line in result.report.table():
+        say(line)
     return result
+
+
+def _modules(tree_path: str, kos: list[str]) -> tuple[build.KernelTree, list[Path]]:
+    tree = inspect(tree_path)
+    if not kos:
+        default = build.build_dir_for(tree) / f"{build.MODULE_NAME}.ko"
+        if not default.exists():
+            raise PipelineError(f"no module built for {tree.release} yet ({default}): run "
+                                f"invoke build --kdir {tree.path}, or name the .ko files")
+        return tree, [default]
+    paths = [Path(k).expanduser().resolve() for k in kos]
+    for p in paths:
+        if not p.is_file():
+            raise PipelineError(f"{p}: no such file")
+    return tree, paths
+
+
+def verify(tree_path: str, kos: list[str], cert: str, require_signature: bool) -> list[str]:
+    tree, paths = _modules(tree_path, kos)
+    cert_path = Path(cert).expanduser().resolve() if cert else None
+    if cert_path and not cert_path.is_file():
+        raise PipelineError(f"--cert {cert_path}: no such file")
+    reports = build.verify(tree, paths, cert_path, require_signature or None)
+    return [ln for r in reports for ln in r.table()] + [f"{len(reports)} module(s): ok"]
+
+
+def sign(tree_path: str, kos: list[str], key: str, cert: str) -> list[str]:
+    tree, paths = _modules(tree_path, kos)
+    pair = signing.given_keypair(key, cert) if key or cert else signing.default_keypair()
+    say(f"signing with {pair.origin}: {pair.key}, certificate {pair.cert}")
+    signing.sign(tree, paths, pair)
+    reports = build.verify(tree, paths, pair.cert, require_signature=True)
+    return [ln for r in reports for ln in r.table()] + [f"{len(reports)} module(s) signed"]
 
 
 def build_suite(kernel: str, arch: str, w1: bool) -> list[build.BuildResult]:

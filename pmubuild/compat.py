@@ -18,9 +18,19 @@ from pathlib import Path
 
 import jinja2
 
+try:
+    from .kbuildfiles import Export, TreeError, read_config, read_symvers, source_roots, tree_arch
+except ImportError:  # run as a plain script from its directory (DKMS PRE_BUILD)
+    from kbuildfiles import (  # type: ignore[no-redef]
+        Export,
+        TreeError,
+        read_config,
+        read_symvers,
+        source_roots,
+        tree_arch,
+    )
+
 TEMPLATES = Path(__file__).resolve().parents[1] / "templates"
-ARCH_BY_CONFIG = (("CONFIG_ARM64", "arm64"), ("CONFIG_X86_64", "amd64"))
-_CONFIG_LINE = re.compile(r"^(CONFIG_[A-Z0-9_]+)=(.*)$")
 
 
 class CompatError(Exception):
@@ -65,33 +75,6 @@ class Result:
     evidence: str  # file:line, a Module.symvers entry, or a .config line
 
 
-def read_config(path: Path) -> dict[str, str]:
-    config = {}
-    for line in path.read_text(errors="replace").splitlines():
-        m = _CONFIG_LINE.match(line)
-        if m:
-            config[m.group(1)] = m.group(2).strip('"')
-    return config
-
-
-def tree_arch(config: dict[str, str]) -> str | None:
-    return next((a for sym, a in ARCH_BY_CONFIG if config.get(sym) == "y"), None)
-
-
-def source_roots(kdir: Path) -> list[Path]:
-    """Where headers live: the build tree itself, then the source tree its Makefile includes
-    (Debian's linux-headers-X-common, or the source of an O= build)."""
-    roots = [kdir]
-    mk = kdir / "Makefile"
-    if mk.exists():
-        for m in re.finditer(r"^include\s+(\S+)/Makefile$", mk.read_text(errors="replace"), re.M):
-            src = Path(m.group(1))
-            src = src if src.is_absolute() else kdir / src
-            if "$" not in m.group(1) and src.is_dir():
-                roots.append(src.resolve())
-    return roots
-
-
 class Tree:
     def __init__(self, kdir: Path) -> None:
         self.kdir = kdir
@@ -103,22 +86,18 @@ class Tree:
             raise CompatError(f"{kdir}/.config: neither CONFIG_X86_64 nor CONFIG_ARM64")
         self.arch: str = arch
         self.roots = source_roots(kdir)
-        self._symvers: dict[str, list[str]] | None = None
+        self._symvers: dict[str, Export] | None = None
 
     def find(self, rel: str) -> Path | None:
         return next((r / rel for r in self.roots if (r / rel).is_file()), None)
 
-    def symvers(self, feature: Feature) -> dict[str, list[str]]:
+    def symvers(self, feature: Feature) -> dict[str, Export]:
         if self._symvers is None:
-            path = self.kdir / "Module.symvers"
-            if not path.exists():
+            try:
+                self._symvers = read_symvers(self.kdir / "Module.symvers")
+            except TreeError as e:
                 raise CompatError(f"probe {feature.name} ({feature.kind} {feature.target}): "
-                                  f"{path} not found")
-            self._symvers = {}
-            for line in path.read_text(errors="replace").splitlines():
-                cols = line.split("\t")
-                if len(cols) >= 4:
-                    self._symvers[cols[1]] = cols
+                                  f"{e}") from None
         return self._symvers
 
 
@@ -147,13 +126,13 @@ def probe(tree: Tree, f: Feature) -> Result:
         value = tree.config.get(f.target)
         return Result(f, value in ("y", "m"), f".config: {f.target}={value or '(unset)'}")
     if f.kind == "export":
-        cols = tree.symvers(f).get(f.target)
-        if cols is None:
+        exp = tree.symvers(f).get(f.target)
+        if exp is None:
             return Result(f, False, f"Module.symvers: {f.target} not exported")
-        ns = cols[4] if len(cols) > 4 else ""
-        evidence = f"Module.symvers: {' '.join(c for c in cols[1:] if c)}"
+        fields = (exp.symbol, exp.module, exp.kind, exp.namespace)
+        evidence = f"Module.symvers: {' '.join(c for c in fields if c)}"
         # Exported only to named modules (EXPORT_SYMBOL_FOR_MODULES): not to us.
-        return Result(f, not ns.startswith("module:"), evidence)
+        return Result(f, exp.only_for is None, evidence)
     optional = f.file.startswith("?")
     path = tree.find(f.file.lstrip("?"))
     if path is None and optional:

@@ -8,8 +8,8 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from .compat import read_config, tree_arch
 from .errors import PipelineError
+from .kbuildfiles import TreeError, read_config, tree_arch, tree_release
 
 # kbuild host tools an external module build runs.
 KBUILD_TOOLS = ("scripts/basic/fixdep", "scripts/mod/modpost")
@@ -33,24 +33,10 @@ class KernelTree:
 
 
 def _release(path: Path) -> str:
-    """The release modules must carry in vermagic: UTS_RELEASE first (Debian's
-    include/config/kernel.release holds the upstream version, not the ABI name)."""
-    utsrelease = path / "include" / "generated" / "utsrelease.h"
-    if utsrelease.exists():
-        m = re.search(r'UTS_RELEASE "([^"]+)"', utsrelease.read_text())
-        if m:
-            return m.group(1)
-    kv = path / ".kernelvariables"
-    if kv.exists():
-        m = re.search(r"KERNELRELEASE\s*=\s*(\S+)", kv.read_text())
-        if m:
-            return m.group(1)
-    rel = path / "include" / "config" / "kernel.release"
-    if rel.exists():
-        return rel.read_text().strip()
-    raise PipelineError(f"{path}: cannot tell the kernel release (no include/generated/"
-                        "utsrelease.h, .kernelvariables or include/config/kernel.release): "
-                        "is this a prepared kernel tree (make modules_prepare)?")
+    try:
+        return tree_release(path)
+    except TreeError as e:
+        raise PipelineError(str(e)) from None
 
 
 def _makefile_path_problem(path: Path) -> str | None:
