@@ -36,7 +36,7 @@ class PerfError(OSError):
         super().__init__(err, os.strerror(err))
         self.event = event
         self.reason = reasons.PERF_OPEN_FAILED.format(
-            event=event, errname=errno.errorcode.get(err, str(err)),
+            event=event, errname=reasons.errno_name(err),
             meaning=reasons.perf_errno_meaning(err, read_int(PARANOID)))
 
     def __str__(self) -> str:

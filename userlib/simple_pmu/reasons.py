@@ -6,6 +6,7 @@ Each is a str.format template; the fields are filled with what was found.
 from __future__ import annotations
 
 import errno
+import os
 
 # Any backend
 NO_NATIVE = "the C extension simple_pmu._native is not available ({error})"
@@ -68,11 +69,16 @@ PERF_ERRNO_MEANINGS: dict[int, str] = {
 }
 
 
+def errno_name(err: int) -> str:
+    """The name the kernel's sources use: EOPNOTSUPP, not glibc's alias ENOTSUP."""
+    if err == errno.EOPNOTSUPP:
+        return "EOPNOTSUPP"
+    return errno.errorcode.get(err, str(err))
+
+
 def perf_errno_meaning(err: int, paranoid: int | None) -> str:
     template = PERF_ERRNO_MEANINGS.get(err)
     if template is None:
-        import os
-
         return os.strerror(err)
     return template.format(paranoid="unreadable" if paranoid is None else paranoid)
 
