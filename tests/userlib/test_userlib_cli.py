@@ -147,3 +147,25 @@ def test_mhz_agrees_with_the_mhz_tool(venv, tmp_path, simple_pmu):
     else:
         for run_ in data["runs"]:
             assert abs(run_["cycles_per_xor"] - 1.0) < 0.05
+
+
+def test_without_the_extension(tmp_path):
+    """Only the pure-Python modules (standard library only): status explains, read fails."""
+    import shutil
+    import sys
+
+    from userlib_helpers import USERLIB
+
+    shutil.copytree(USERLIB / "simple_pmu", tmp_path / "simple_pmu",
+                    ignore=shutil.ignore_patterns("*.so", "__pycache__"))
+    env = {"PYTHONPATH": str(tmp_path), "PATH": "/usr/bin:/bin"}
+    cmd = [sys.executable, "-m", "simple_pmu"]
+    status = subprocess.run([*cmd, "status"], capture_output=True, text=True, cwd=tmp_path,
+                            env=env)
+    assert status.returncode == 0, status.stderr
+    assert ("the C extension simple_pmu._native is not available (No module named "
+            "'simple_pmu._native')") in " ".join(status.stdout.split())
+    read = subprocess.run([*cmd, "read"], capture_output=True, text=True, cwd=tmp_path,
+                          env=env)
+    assert read.returncode == 1
+    assert read.stderr.startswith("simple-pmu read: the C extension simple_pmu._native is not")

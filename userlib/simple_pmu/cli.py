@@ -120,6 +120,8 @@ def cmd_status(args: argparse.Namespace) -> int:
 
 
 def cmd_read(args: argparse.Namespace) -> int:
+    if native is None:
+        raise Unavailable(native_error)
     report = probe()
     try:
         reader = open_reader(report, args.backend)

@@ -7,13 +7,14 @@ machine where only the pure-Python part is installed.
 
 from __future__ import annotations
 
+import importlib
 from types import ModuleType
 
 native: ModuleType | None
 native_error: str
 
 try:
-    from simple_pmu import _native as native
+    native = importlib.import_module("simple_pmu._native")
 except ImportError as exc:
     native = None
     native_error = (f"the C extension simple_pmu._native is not available ({exc}); "
