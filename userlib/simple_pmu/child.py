@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import faulthandler
 import json
 import os
 import signal
@@ -73,7 +74,8 @@ def run_in_child(call: Callable[[], object], timeout: float = DEFAULT_TIMEOUT_S)
 
 
 def _no_core_dump() -> None:
-    """A fault we provoke on purpose is no crash: leave no core file behind."""
+    """A fault we provoke on purpose is no crash: no core file, no fault traceback."""
+    faulthandler.disable()
     try:
         import resource
 
