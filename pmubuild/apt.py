@@ -3,6 +3,8 @@
 Everything lives under the cache (`apt/`): sources, lists, downloaded .debs.
 """
 
+import dataclasses
+import json
 import os
 import re
 import shutil
@@ -159,13 +161,32 @@ class PrivateApt:
             for path in self._lists():
                 m = _LIST_NAME.search(path.name)
                 if m:
-                    key = (m["suite"], m["arch"])
-                    self._index[key] = list(parse_packages(path.read_text(errors="replace"),
-                                                           m["suite"], m["arch"]))
+                    self._index[(m["suite"], m["arch"])] = self._parsed(path, m["suite"],
+                                                                        m["arch"])
         if not self._index:
             raise PipelineError("the Debian package index is empty: run with network access "
                                 "to Debian's mirror so it can be downloaded")
         return self._index.get((suite, arch), [])
+
+    def _parsed(self, path: Path, suite: str, arch: str) -> list[Package]:
+        """parse_packages of one list, memoized on disk by the list's size and mtime:
+        parsing all ten lists takes seconds, every task needs them."""
+        st = path.stat()
+        stamp = f"{st.st_size}:{st.st_mtime_ns}"
+        memo = self.root / "parsed" / f"{path.name}.json"
+        try:
+            data = json.loads(memo.read_text())
+            if data["stamp"] == stamp:
+                return [Package(*row) for row in data["packages"]]
+        except (OSError, ValueError, KeyError, TypeError):
+            pass
+        pkgs = list(parse_packages(path.read_text(errors="replace"), suite, arch))
+        memo.parent.mkdir(parents=True, exist_ok=True)
+        tmp = memo.with_suffix(f".{os.getpid()}.tmp")
+        tmp.write_text(json.dumps({"stamp": stamp,
+                                   "packages": [dataclasses.astuple(p) for p in pkgs]}))
+        tmp.replace(memo)
+        return pkgs
 
     def find(self, name_re: str, suites: Iterable[str], arch: str) -> list[Package]:
         """Every stanza whose name matches, newest version last."""

@@ -4,6 +4,7 @@ Sources are copied into build/<release>-<arch>/ (never built in the source tree)
 checkout builds for many kernels side by side, the way DKMS builds from /usr/src.
 """
 
+import functools
 import shutil
 import subprocess
 from collections.abc import Callable
@@ -80,6 +81,7 @@ def choose_toolchain(tree: KernelTree,
 def build(kdir: str | Path, *, w1: bool = False, build_root: Path | None = None,
           apt_factory: Callable[[], PrivateApt] = PrivateApt, jobs: int = 2) -> BuildResult:
     tree = inspect(kdir)
+    apt_factory = functools.cache(apt_factory)  # one index parse per build
     tc = choose_toolchain(tree, apt_factory)
     out = build_dir_for(tree, build_root)
     stage_sources(out)

@@ -7,7 +7,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import build, guest, kernels, qemu
+from . import build, guest, kernels, qemu, signing
 from .apt import PrivateApt
 from .errors import PipelineError
 from .matrix import Suite
@@ -31,10 +31,17 @@ class ComboResult:
 
 
 def prepare(apt: PrivateApt, suite: Suite, arch: str) -> tuple[kernels.FetchedKernel, Path]:
-    """Fetch the kernel and build the module (serialized: downloads and chroots are shared)."""
+    """Fetch the kernel, build the module with W=1 (a warning fails), verify it, sign it with
+    the default key and verify the signature (serialized: downloads and chroots are shared)."""
     with _fetch_lock:
         fk = kernels.fetch(apt, suite, arch)
-        result = build.build(fk.kdir)
+        result = build.build(fk.kdir, w1=True, apt_factory=lambda: apt)
+        if result.warnings:
+            raise PipelineError(f"W=1 build for {fk.release} has warnings:\n  "
+                                + "\n  ".join(result.warnings))
+        pair = signing.default_keypair()
+        signing.sign(result.tree, [result.ko], pair, apt_factory=lambda: apt)
+        build.verify(result.tree, [result.ko], pair.cert, require_signature=True)
     return fk, result.ko
 
 

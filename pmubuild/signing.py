@@ -6,6 +6,7 @@ $XDG_DATA_HOME/simple-pmu/signing (private key mode 0600, never in the repositor
 packaged). Enrolling its certificate with mokutil makes a Secure Boot machine trust it.
 """
 
+import functools
 import os
 import shutil
 import stat
@@ -121,6 +122,7 @@ def sign(tree: KernelTree, modules: list[Path], pair: KeyPair,
     """Sign each module in place (an old signature is replaced, not stacked)."""
     tool = sign_file_tool(tree)
     algo = tree.config.get("CONFIG_MODULE_SIG_HASH") or "sha256"
+    apt_factory = functools.cache(apt_factory)  # one index parse for all modules
     tc = build.choose_toolchain(tree, apt_factory)
     for ko in modules:
         try:

@@ -1,0 +1,131 @@
+"""modverify's parts that need no kernel tree: vermagic from .config, the signature trailer
+and its PKCS#7, the command line, and that it runs standalone (DKMS POST_BUILD)."""
+
+import os
+import struct
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from pmubuild import modverify, signing
+from pmubuild.kbuildfiles import read_symvers
+
+from .test_compat import imported_names
+
+MODVERIFY_PY = Path(modverify.__file__)
+
+
+def target(arch: str, **config: str) -> modverify.Target:
+    base = {"CONFIG_SMP": "y", "CONFIG_MODULE_UNLOAD": "y",
+            {"arm64": "CONFIG_ARM64", "amd64": "CONFIG_X86_64"}[arch]: "y"}
+    return modverify.Target(Path("/t"), arch, "6.1.0-9-x", {**base, **config}, {})
+
+
+@pytest.mark.parametrize(("arch", "config", "want"), [
+    ("amd64", {"CONFIG_PREEMPT_BUILD": "y", "CONFIG_MODVERSIONS": "y"},
+     "6.1.0-9-x SMP preempt mod_unload modversions "),
+    ("arm64", {"CONFIG_MODVERSIONS": "y"}, "6.1.0-9-x SMP mod_unload modversions aarch64"),
+    ("arm64", {"CONFIG_PREEMPT_BUILD": "y"}, "6.1.0-9-x SMP preempt mod_unload aarch64"),
+    ("amd64", {"CONFIG_PREEMPT_RT": "y", "CONFIG_PREEMPT_BUILD": "y"},
+     "6.1.0-9-x SMP preempt_rt mod_unload "),
+    ("amd64", {"CONFIG_PREEMPT": "y", "CONFIG_MCORE2": "y"},
+     "6.1.0-9-x SMP preempt mod_unload CORE2 "),
+    ("amd64", {"CONFIG_SMP": "n", "CONFIG_MODULE_UNLOAD": "n"}, "6.1.0-9-x "),
+])
+def test_expected_vermagic(arch, config, want):
+    assert modverify.expected_vermagic(target(arch, **config)) == want
+
+
+def test_randstruct_without_hash_is_an_error():
+    with pytest.raises(modverify.VerifyError, match="randstruct_hash.h"):
+        modverify.expected_vermagic(target("amd64", CONFIG_RANDSTRUCT="y"))
+
+
+def test_unsigned_file_is_all_body():
+    assert modverify.split_signature(b"\x7fELF....") == (b"\x7fELF....", b"", None)
+
+
+def test_truncated_trailer():
+    with pytest.raises(modverify.VerifyError, match="too short"):
+        modverify.split_signature(b"x" + modverify.SIG_MAGIC)
+
+
+def test_bad_trailer_length():
+    info = modverify.SIG_INFO.pack(0, 0, modverify.PKEY_ID_PKCS7, 0, 0, 10_000)
+    with pytest.raises(modverify.VerifyError, match="malformed signature trailer"):
+        modverify.split_signature(b"body" + info + modverify.SIG_MAGIC)
+
+
+def test_garbage_pkcs7():
+    blob = b"\x30\x03\x02\x01\x01"
+    info = modverify.SIG_INFO.pack(0, 0, modverify.PKEY_ID_PKCS7, 0, 0, len(blob))
+    with pytest.raises(modverify.VerifyError, match="not a readable PKCS#7"):
+        modverify.split_signature(b"body" + blob + info + modverify.SIG_MAGIC)
+
+
+@pytest.mark.parametrize("md", ["sha256", "sha512"])
+def test_pkcs7_from_openssl(tmp_path, md):
+    """A detached signature made the way sign-file makes one: no certs, no attributes."""
+    pair = signing.create_keypair(tmp_path / "k", "unit test signer")
+    body = tmp_path / "body"
+    body.write_bytes(b"\x7fELF pretend module" * 50)
+    sig = tmp_path / "sig"
+    subprocess.run(["openssl", "cms", "-sign", "-binary", "-noattr", "-nocerts", "-md", md,
+                    "-in", str(body), "-signer", str(pair.cert), "-keyform", "PEM",
+                    "-inkey", str(pair.key), "-outform", "DER", "-out", str(sig),
+                    "-certfile", str(pair.cert)], check=True, capture_output=True)
+    blob = sig.read_bytes()
+    parsed = modverify.parse_pkcs7(blob)
+    serial = subprocess.run(["openssl", "x509", "-inform", "DER", "-in", str(pair.cert),
+                             "-noout", "-serial"], capture_output=True, text=True,
+                            check=True).stdout.strip().split("=")[1]
+    assert parsed.hash == md and parsed.signer == "CN=unit test signer"
+    assert parsed.key_id.replace(":", "") == serial
+    data = body.read_bytes() + blob + modverify.SIG_INFO.pack(
+        0, 0, modverify.PKEY_ID_PKCS7, 0, 0, len(blob)) + modverify.SIG_MAGIC
+    got_body, got_blob, got_sig = modverify.split_signature(data)
+    assert got_body == body.read_bytes() and got_blob == blob and got_sig == parsed
+
+
+def test_symvers_namespace_and_restriction(tmp_path):
+    p = tmp_path / "Module.symvers"
+    p.write_text("0x1\ta\tvmlinux\tEXPORT_SYMBOL\t\n"
+                 "0x2\tb\tdrivers/x/y\tEXPORT_SYMBOL_GPL\tFOO\n"
+                 "0x0\tc\tvmlinux\tEXPORT_SYMBOL_GPL\tmodule:kvm,kvm-intel\n")
+    ex = read_symvers(p)
+    assert ex["a"].crc == 1 and not ex["a"].gpl_only and ex["a"].only_for is None
+    assert ex["b"].namespace == "FOO" and ex["b"].gpl_only and ex["b"].module == "drivers/x/y"
+    assert ex["c"].only_for == ("kvm", "kvm-intel")
+
+
+def test_imports_only_stdlib_pyelftools_and_sibling():
+    assert imported_names(MODVERIFY_PY) == {"elftools", "kbuildfiles"}
+
+
+def run_script(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    return subprocess.run([sys.executable, str(MODVERIFY_PY), *args], cwd=cwd,
+                          capture_output=True, text=True, env=env, timeout=60)
+
+
+def test_cli_errors(tmp_path):
+    usage = run_script(cwd=tmp_path)
+    assert usage.returncode == 2 and "--kdir" in usage.stderr
+    nodir = run_script("--kdir", str(tmp_path / "none"), "x.ko", cwd=tmp_path)
+    assert nodir.returncode == 2 and nodir.stderr.startswith("modverify: error:")
+    assert "no .config" in nodir.stderr and "Traceback" not in nodir.stderr
+    nocert = run_script("--kdir", str(tmp_path), "--cert", "nope.pem", "x.ko", cwd=tmp_path)
+    assert nocert.returncode == 2 and "--cert nope.pem: no such file" in nocert.stderr
+
+
+def test_not_a_module(tmp_path):
+    (tmp_path / ".config").write_text("CONFIG_X86_64=y\n")
+    (tmp_path / "include" / "config").mkdir(parents=True)
+    (tmp_path / "include" / "config" / "kernel.release").write_text("6.1.0-9-amd64\n")
+    (tmp_path / "Module.symvers").write_text("")
+    (tmp_path / "x.ko").write_bytes(b"not elf")
+    proc = run_script("--kdir", str(tmp_path), "x.ko", cwd=tmp_path)
+    assert proc.returncode == 2 and "x.ko: not an ELF file" in proc.stderr
+    assert struct.calcsize(">BBBBB3xI") == 12  # struct module_signature
