@@ -56,3 +56,41 @@ def test_registry_unreachable(tmp_path):
     assert "Traceback" not in out
     kernels_dir = cache / "kernels"
     assert not kernels_dir.exists() or list(kernels_dir.iterdir()) == []
+
+
+def matrix_tree(suite: str, arch: str) -> str:
+    proc = invoke("kdir", "--kernel", suite, "--arch", arch)
+    assert proc.returncode == 0, proc.stderr
+    return proc.stdout.strip().splitlines()[-1]
+
+
+@pytest.mark.kernels
+def test_verify_and_sign_errors(tmp_path):
+    kdir = matrix_tree("bookworm", "amd64")
+    cases = [
+        (("verify", "--kdir", "/etc"), "/etc is not a kernel build tree"),
+        (("verify", "--kdir", kdir, "--ko", str(tmp_path / "no.ko")), "no.ko: no such file"),
+        (("verify", "--kdir", kdir, "--ko", "/etc/passwd"), "not an ELF file"),
+        (("sign", "--kdir", kdir, "--key", "/etc/passwd"), "give both --key and --cert"),
+        (("sign", "--kdir", kdir, "--key", str(tmp_path / "k"), "--cert", "/etc/passwd"),
+         "--key " + str(tmp_path / "k") + ": no such file"),
+    ]
+    for args, message in cases:
+        proc = invoke(*args)
+        out = proc.stdout + proc.stderr
+        assert proc.returncode == 2 and message in out and "Traceback" not in out, (args, out)
+
+
+@pytest.mark.kernels
+def test_verify_table_and_exit_code(tmp_path):
+    ok = invoke("verify", "--kdir", matrix_tree("bookworm", "arm64"))
+    if "no module built" in ok.stderr:
+        assert invoke("build", "--kdir", matrix_tree("bookworm", "arm64")).returncode == 0
+        ok = invoke("verify", "--kdir", matrix_tree("bookworm", "arm64"))
+    assert ok.returncode == 0, ok.stdout + ok.stderr
+    for row in ("machine", "vermagic", "license", "symbols", "policy", "crcs", "signature"):
+        assert f"  {row} " in ok.stdout
+    ko = next(ln.split()[0] for ln in ok.stdout.splitlines() if ln.endswith(")"))
+    bad = invoke("verify", "--kdir", matrix_tree("bookworm", "amd64"), "--ko", ko)
+    assert bad.returncode == 2
+    assert "built for EM_AARCH64, the target kernel is amd64 (EM_X86_64)" in bad.stderr
