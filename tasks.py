@@ -98,7 +98,7 @@ def demo(c):
 @task
 def lint(c):
     """ruff over the Python code; checkpatch.pl --strict over the drivers."""
-    c.run("ruff check pmubuild tests tasks.py", pty=False)
+    c.run("ruff check pmubuild tests tasks.py userlib", pty=False)
     problems = _run(commands.checkpatch)
     for line in problems:
         print(line)

@@ -172,7 +172,7 @@ class PrivateApt:
         """parse_packages of one list, memoized on disk by the list's size and mtime:
         parsing all ten lists takes seconds, every task needs them."""
         st = path.stat()
-        stamp = f"{st.st_size}:{st.st_mtime_ns}"
+        stamp = f"{st.st_size}:{st.st_mtime_ns}:{','.join(_KEPT)}"
         memo = self.root / "parsed" / f"{path.name}.json"
         try:
             data = json.loads(memo.read_text())
@@ -258,7 +258,7 @@ class PrivateApt:
 
 
 _KEPT = ("Package: linux-", "Package: gcc", "Package: busybox", "Package: python3",
-         "Package: lib", "Package: pahole", "Package: dwarves")
+         "Package: lib", "Package: pahole", "Package: dwarves", "Package: zlib1g")
 
 
 def parse_packages(text: str, suite: str, arch: str) -> Iterator[Package]:

@@ -2,6 +2,7 @@
 with every entry owned by root whatever the files on the host say."""
 
 import gzip
+import os
 import stat
 from dataclasses import dataclass
 from pathlib import Path
@@ -49,8 +50,11 @@ def archive(entries: list[Entry]) -> bytes:
 
 
 def add_tree(entries: list[Entry], src: Path, dest: str) -> None:
-    """Add a host file or directory (recursively) at `dest`, keeping the executable bit."""
-    if src.is_dir():
+    """Add a host file, symlink or directory (recursively) at `dest`, keeping the
+    executable bit; symlinks stay links (a rootfs is full of them)."""
+    if src.is_symlink():
+        entries.append(symlink(dest, os.readlink(src)))
+    elif src.is_dir():
         entries.append(directory(dest))
         for child in sorted(src.iterdir()):
             add_tree(entries, child, f"{dest}/{child.name}")

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from elftools.elf.elffile import ELFFile
 
-from . import cache, cpio
+from . import cache, cpio, pyguest
 from .apt import PrivateApt
 from .errors import PipelineError
 from .matrix import GNU_TRIPLET
@@ -27,6 +27,7 @@ class GuestSpec:
     command: str = ""
     add: list[Path] = field(default_factory=list)  # copied into /work
     profile: str = ""  # "" or e.g. "stress": which test directory set the guest runs
+    python: bool = False  # python3.11 and simple_pmu in the guest
 
 
 def busybox(apt: PrivateApt, arch: str) -> Path:
@@ -127,12 +128,13 @@ class Profile:
 
     name: str  # "" for the main suite
     icount: bool
+    python: bool = True
 
 
 # arm64 runs two guests: the main suite under -icount shift=0 (exact counts), and the
 # load/unload stress loop without it, which QEMU 7.2 hangs under -icount.
 PROFILES = {"amd64": (Profile("", True),),
-            "arm64": (Profile("", True), Profile("stress", False))}
+            "arm64": (Profile("", True), Profile("stress", False, python=False))}
 
 
 def test_scripts(arch: str, profile: str = "") -> list[Path]:
@@ -174,4 +176,11 @@ def initramfs(spec: GuestSpec, apt: PrivateApt, out: Path) -> Path:
         if not path.exists():
             raise PipelineError(f"--add {path}: no such file or directory")
         cpio.add_tree(entries, path, f"work/{path.name}")
-    return cpio.write_gz(entries, out)
+    if not spec.python:
+        return cpio.write_gz(entries, out)
+    entries += pyguest.package_entries(apt, spec.arch, REPO / "build" / f"guest-{spec.arch}")
+    small = cpio.write_gz(entries, out.with_name(f".{out.name}.{threading.get_ident()}"))
+    # The kernel unpacks concatenated archives in order: cached Python, then this guest's.
+    out.write_bytes(pyguest.archive(apt, spec.arch).read_bytes() + small.read_bytes())
+    small.unlink()
+    return out

@@ -54,7 +54,8 @@ def run_combo(apt: PrivateApt, suite: Suite, arch: str, timeout: float) -> Combo
         results: list[qemu.TestResult] = []
         errors = []
         for profile in guest.PROFILES[arch]:
-            spec = guest.GuestSpec(arch, fk.release, ko, profile=profile.name)
+            spec = guest.GuestSpec(arch, fk.release, ko, profile=profile.name,
+                                   python=profile.python)
             initrd = guest.initramfs(spec, apt, ko.parent / f"initrd-test{profile.name}.gz")
             run = qemu.boot(arch, fk.image, initrd, "test", timeout, icount=profile.icount)
             prefix = f"{profile.name}/" if profile.name else ""
@@ -106,7 +107,8 @@ def qemu_run(suite: Suite, arch: str, command: str, add: list[Path],
              timeout: float = 300) -> qemu.GuestRun:
     apt = PrivateApt()
     fk, ko = prepare(apt, suite, arch)
-    spec = guest.GuestSpec(arch, fk.release, ko, mode="cmd", command=command, add=add)
+    spec = guest.GuestSpec(arch, fk.release, ko, mode="cmd", command=command, add=add,
+                           python=True)
     initrd = guest.initramfs(spec, apt, ko.parent / "initrd-cmd.gz")
     run = qemu.boot(arch, fk.image, initrd, "cmd", timeout)
     problem = run.problem()
