@@ -179,6 +179,9 @@ def initramfs(spec: GuestSpec, apt: PrivateApt, out: Path) -> Path:
     if not spec.python:
         return cpio.write_gz(entries, out)
     entries += pyguest.package_entries(apt, spec.arch, REPO / "build" / f"guest-{spec.arch}")
+    entries.append(cpio.directory("tests/py"))
+    for script in sorted((GUEST_TESTS / "py").glob("*.py")):
+        entries.append(cpio.file(f"tests/py/{script.name}", script.read_bytes()))
     small = cpio.write_gz(entries, out.with_name(f".{out.name}.{threading.get_ident()}"))
     # The kernel unpacks concatenated archives in order: cached Python, then this guest's.
     out.write_bytes(pyguest.archive(apt, spec.arch).read_bytes() + small.read_bytes())

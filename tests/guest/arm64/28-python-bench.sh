@@ -1,0 +1,8 @@
+# The cost of a Python counter read next to time.perf_counter_ns(), measured side by side
+# in the guest (a benchmark: the ratio is printed, not asserted).
+. /tests/lib.sh
+[ -d $SYSFS ] || fail "module not loaded"
+out=$(simple-pmu bench 2>&1) || fail "simple-pmu bench exit $?: $out"
+echo "$out"
+echo "$out" | grep -qi "ratio" || fail "bench printed no ratio"
+echo "$out" | grep -i "ratio" | tail -n 1
