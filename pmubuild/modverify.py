@@ -127,6 +127,12 @@ class Report:
     def ok(self) -> bool:
         return not self.problems
 
+    def add(self, check: str, found: str, problem: str | None = None) -> None:
+        """One table row; a problem marks it and becomes one line of the failure list."""
+        self.rows.append((check, found + ("" if problem is None else "  <-- FAIL")))
+        if problem:
+            self.problems.append(f"{self.module.path.name}: {problem}")
+
     def table(self) -> list[str]:
         width = max(len(c) for c, _ in self.rows)
         head = f"{self.module.path} against {self.target.release} ({self.target.path})"
@@ -343,12 +349,7 @@ def check(m: Module, t: Target, *, cert: Path | None = None,
     """Every check of the module against the target. require_signature None: as the
     target's CONFIG_MODULE_SIG_FORCE says; False: not yet (a build verifies before signing)."""
     r = Report(m, t)
-
-    def row(name: str, value: str, problem: str | None = None) -> None:
-        r.rows.append((name, value + ("" if problem is None else "  <-- FAIL")))
-        if problem:
-            r.problems.append(f"{m.path.name}: {problem}")
-
+    row = r.add
     want = MACHINE_BY_ARCH[t.arch]
     row("machine", m.machine, None if m.machine == want else
         f"built for {m.machine}, the target kernel is {t.arch} ({want})")
@@ -381,8 +382,8 @@ def check(m: Module, t: Target, *, cert: Path | None = None,
                           f"({NEVER_USED[s]})")
     row("policy", "clean" if not never else f"{len(never)} forbidden symbol(s)")
 
-    _check_crcs(r, row)
-    _check_signature(r, row, cert,
+    _check_crcs(r)
+    _check_signature(r, cert,
                      t.sig_forced if require_signature is None else require_signature)
     return r
 
@@ -413,8 +414,8 @@ def _check_symbols(m: Module, t: Target, gpl: bool) -> list[str]:
     return [f"{m.path.name}: {p}" for p in problems]
 
 
-def _check_crcs(r: Report, row) -> None:  # noqa: ANN001 - the closure from check()
-    m, t = r.module, r.target
+def _check_crcs(r: Report) -> None:
+    m, t, row = r.module, r.target, r.add
     if not t.modversions:
         row("crcs", "target has no CONFIG_MODVERSIONS: not checked")
         return
@@ -434,9 +435,8 @@ def _check_crcs(r: Report, row) -> None:  # noqa: ANN001 - the closure from chec
         "the target's" + (f"; {len(bad)} differ" if bad else ""))
 
 
-def _check_signature(r: Report, row, cert: Path | None,  # noqa: ANN001
-                     required: bool) -> None:
-    m = r.module
+def _check_signature(r: Report, cert: Path | None, required: bool) -> None:
+    m, row = r.module, r.add
     sig = m.signature
     if sig is None:
         why = "the target kernel enforces signatures (CONFIG_MODULE_SIG_FORCE)" \
