@@ -30,6 +30,16 @@
  * arm64), as in 2011: call perfmon_available() first. It never faults.
  * Counters are per CPU: pin the thread (pin_cpu) around a measurement.
  *
+ * arm64 and perf: whenever any perf event (perf stat, perf record, another
+ * program's perf_event_open, even a failed trial of it) is scheduled on a
+ * CPU, the kernel's arm_pmu driver clears PMUSERENR_EL0 there, and until
+ * the module's periodic check puts user access back, reads on that CPU
+ * die with SIGILL even though perfmon_available() says > 0: for up to
+ * 2 * recheck_ms (sysfs recheck_ms, default 100 ms) after perf stopped
+ * using that CPU. Programs that use perf themselves should let that time
+ * pass (or test a read in a child process) before reading; the Python
+ * package's reads catch the fault instead (simple_pmu.CounterFault).
+ *
  * Define _GNU_SOURCE before the first #include of the file that includes
  * this header (sched_getcpu() and the CPU_SET macros need it).
  */

@@ -10,7 +10,7 @@ The counter reads live in the C extension simple_pmu._native, built from
 include/cycles.h; the rest is the standard library only.
 """
 
-from simple_pmu.measure import CounterUnavailable, Measurement, measure
+from simple_pmu.measure import CounterFault, CounterUnavailable, Measurement, measure
 from simple_pmu.native import native, native_error
 from simple_pmu.probe import Backend, Report, probe
 
@@ -35,6 +35,7 @@ def known_loop(n: int) -> None:
 __all__ = [
     "KNOWN_LOOP_INSNS_PER_ITER",
     "Backend",
+    "CounterFault",
     "CounterUnavailable",
     "Measurement",
     "Report",

@@ -7,9 +7,15 @@
  * self-monitoring through the event's mmap page, CPUID, and the two fixed
  * loops (known_loop, xor_loop) whose cost is known in advance.
  *
- * The driver_* reads and PerfPage.read() issue RDPMC / mrs directly: where
- * user access is off they kill the process (SIGSEGV on x86, SIGILL on
- * arm64). simple_pmu.probe tries them in a child process first.
+ * driver_cycles() and driver_instructions() are guarded: where user access
+ * is off (module unloaded, or on arm64 for up to 2 * recheck_ms after perf
+ * used the PMU on this CPU) the fault (SIGSEGV on x86, SIGILL on arm64) is
+ * caught and raised as simple_pmu._native.CounterFault instead of killing
+ * the process. The handler acts only on a fault raised by the kernel in the
+ * thread inside a guarded read; any other SIGILL/SIGSEGV goes to the handler
+ * that was installed before (Python's faulthandler, or the default action).
+ * PerfPage.read() issues RDPMC / mrs unguarded: simple_pmu.probe tries it
+ * in a child process first.
  *
  * Needs no generated file; a native or cross build is one line:
  *   aarch64-linux-gnu-gcc -O2 -shared -fPIC -I$PYINC -Iinclude \
@@ -20,7 +26,10 @@
 #include <Python.h>
 
 #include <errno.h>
+#include <pthread.h>
 #include <sched.h>
+#include <setjmp.h>
+#include <signal.h>
 #include <stdint.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -60,14 +69,133 @@ static PyObject *native_tsc_ordered(PyObject *mod, PyObject *unused)
 	return ulonglong(rdtscp());
 }
 
+/*
+ * Guarded reads. Reads run with the GIL held, so one thread at a time is in
+ * a guarded read: a global jump buffer plus the owning thread suffice, and
+ * the fast path costs a sigsetjmp without signal mask (no system call).
+ */
+static PyObject *CounterFault;
+static int guard_installed;
+static struct sigaction guard_old_ill, guard_old_segv;
+static sigjmp_buf guard_env;
+static volatile sig_atomic_t guard_active;
+static pthread_t guard_owner;
+
+/*
+ * Not a guarded read: step aside for good. The handler found at install
+ * time is put back; a fault re-executes the instruction and reaches it (or
+ * the default action), a sent signal is sent again.
+ */
+static void guard_chain(int sig, siginfo_t *info)
+{
+	sigaction(sig, sig == SIGILL ? &guard_old_ill : &guard_old_segv, NULL);
+	guard_installed = 0;
+	if (info->si_code <= 0)
+		raise(sig);
+}
+
+static void guard_handler(int sig, siginfo_t *info, void *uctx)
+{
+	if (guard_active && info->si_code > 0 &&
+	    pthread_equal(guard_owner, pthread_self())) {
+		guard_active = 0;
+		siglongjmp(guard_env, sig);
+	}
+	guard_chain(sig, info);
+}
+
+/*
+ * Install the handler for SIGILL and SIGSEGV unless it is there already,
+ * keeping the one it replaces for guard_chain(). Something may have
+ * replaced it since (faulthandler.disable() restores what it found), so
+ * guard() checks again.
+ */
+static int guard_install_one(int sig, struct sigaction *old)
+{
+	struct sigaction sa, cur;
+
+	if (sigaction(sig, NULL, &cur) < 0)
+		return -1;
+	if ((cur.sa_flags & SA_SIGINFO) && cur.sa_sigaction == guard_handler)
+		return 0;
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_sigaction = guard_handler;
+	/* NODEFER: leaving by siglongjmp must not leave the signal blocked. */
+	sa.sa_flags = SA_SIGINFO | SA_NODEFER | SA_ONSTACK;
+	sigemptyset(&sa.sa_mask);
+	return sigaction(sig, &sa, old);
+}
+
+static int guard_install(void)
+{
+	if (guard_install_one(SIGILL, &guard_old_ill) < 0 ||
+	    guard_install_one(SIGSEGV, &guard_old_segv) < 0) {
+		PyErr_SetFromErrno(PyExc_OSError);
+		return -1;
+	}
+	guard_installed = 1;
+	return 0;
+}
+
+static PyObject *native_guard(PyObject *mod, PyObject *unused)
+{
+	if (guard_install() < 0)
+		return NULL;
+	Py_RETURN_NONE;
+}
+
+/* Raise CounterFault(message) with .signal = "SIGILL" / "SIGSEGV". */
+static PyObject *guard_fault(const char *what, int sig)
+{
+	const char *name = sig == SIGILL ? "SIGILL" : "SIGSEGV";
+	PyObject *err, *signame;
+
+	err = PyObject_CallFunction(
+		CounterFault, "N", PyUnicode_FromFormat(
+		"reading %s on CPU %d raised %s: user access to the counters is "
+		"off there (module not loaded, or perf used the PMU on that CPU "
+		"less than 2 * recheck_ms ago)", what, sched_getcpu(), name));
+	if (!err)
+		return NULL;
+	signame = PyUnicode_FromString(name);
+	if (signame && PyObject_SetAttrString(err, "signal", signame) == 0)
+		PyErr_SetObject(CounterFault, err);
+	Py_XDECREF(signame);
+	Py_DECREF(err);
+	return NULL;
+}
+
+/* v = expr, unless it faults: then return the CounterFault exception. */
+#define GUARDED_READ(v, expr, what)					\
+	do {								\
+		int sig_;						\
+		if (!guard_installed && guard_install() < 0)		\
+			return NULL;					\
+		guard_owner = pthread_self();				\
+		sig_ = sigsetjmp(guard_env, 0);				\
+		if (sig_)						\
+			return guard_fault(what, sig_);			\
+		guard_active = 1;					\
+		compiler_barrier();					\
+		(v) = (expr);						\
+		compiler_barrier();					\
+		guard_active = 0;					\
+	} while (0)
+
 static PyObject *native_driver_cycles(PyObject *mod, PyObject *unused)
 {
-	return ulonglong(unhalted_core());
+	counter_t v;
+
+	GUARDED_READ(v, unhalted_core(), "the cycle counter");
+	return ulonglong(v);
 }
 
 static PyObject *native_driver_instructions(PyObject *mod, PyObject *unused)
 {
-	return ulonglong(insn_retired());
+	counter_t v;
+
+	GUARDED_READ(v, insn_retired(), "the instructions counter");
+	return ulonglong(v);
 }
 
 static PyObject *native_driver_ref_cycles(PyObject *mod, PyObject *unused)
@@ -414,6 +542,87 @@ static PyTypeObject PerfPageType = {
 	.tp_methods = perfpage_methods,
 };
 
+/*
+ * DriverSpan: the four reads of a measurement, with no Python object made
+ * between the first and the last: start() reads instructions then cycles,
+ * stop() cycles then instructions, both into this struct (returning None),
+ * so what runs between them is the same every time and the instructions
+ * counted around known_loop(n) are exactly 2n plus a constant.
+ */
+typedef struct {
+	PyObject_HEAD
+	int insn;
+	int started, stopped;
+	counter_t i0, c0, c1, i1;
+} DriverSpan;
+
+static int driverspan_init(DriverSpan *self, PyObject *args, PyObject *kw)
+{
+	static char *kwlist[] = { "instructions", NULL };
+	int insn = 1;
+
+	if (!PyArg_ParseTupleAndKeywords(args, kw, "|p:DriverSpan", kwlist, &insn))
+		return -1;
+	self->insn = insn;
+	self->started = self->stopped = 0;
+	return 0;
+}
+
+static PyObject *driverspan_start(DriverSpan *self, PyObject *unused)
+{
+	self->started = self->stopped = 0;
+	self->i0 = self->i1 = 0;
+	if (self->insn)
+		GUARDED_READ(self->i0, insn_retired(), "the instructions counter");
+	GUARDED_READ(self->c0, unhalted_core(), "the cycle counter");
+	self->started = 1;
+	Py_RETURN_NONE;
+}
+
+static PyObject *driverspan_stop(DriverSpan *self, PyObject *unused)
+{
+	GUARDED_READ(self->c1, unhalted_core(), "the cycle counter");
+	if (self->insn)
+		GUARDED_READ(self->i1, insn_retired(), "the instructions counter");
+	self->stopped = self->started;
+	Py_RETURN_NONE;
+}
+
+static PyObject *driverspan_values(DriverSpan *self, PyObject *unused)
+{
+	if (!self->stopped) {
+		PyErr_SetString(PyExc_RuntimeError,
+				"DriverSpan.values: start() and stop() first");
+		return NULL;
+	}
+	return Py_BuildValue("(KKKK)", self->c0, self->c1, self->i0, self->i1);
+}
+
+static PyMethodDef driverspan_methods[] = {
+	{ "start", (PyCFunction)driverspan_start, METH_NOARGS,
+	  "start() -> None\n--\n\nRead instructions (if counted) then cycles. "
+	  "CounterFault if access is off." },
+	{ "stop", (PyCFunction)driverspan_stop, METH_NOARGS,
+	  "stop() -> None\n--\n\nRead cycles then instructions. CounterFault if "
+	  "access is off." },
+	{ "values", (PyCFunction)driverspan_values, METH_NOARGS,
+	  "values() -> (c0, c1, i0, i1)\n--\n\nThe raw reads (i0, i1 are 0 "
+	  "without instructions)." },
+	{ NULL }
+};
+
+static PyTypeObject DriverSpanType = {
+	PyVarObject_HEAD_INIT(NULL, 0)
+	.tp_name = "simple_pmu._native.DriverSpan",
+	.tp_doc = "DriverSpan(instructions=True)\n--\n\nThe driver's counters "
+		  "read around a block with no allocation in between.",
+	.tp_basicsize = sizeof(DriverSpan),
+	.tp_flags = Py_TPFLAGS_DEFAULT,
+	.tp_new = PyType_GenericNew,
+	.tp_init = (initproc)driverspan_init,
+	.tp_methods = driverspan_methods,
+};
+
 static PyMethodDef native_methods[] = {
 	{ "tsc", native_tsc, METH_NOARGS,
 	  "tsc() -> int\n--\n\nThe time-stamp counter (x86 RDTSC) or generic "
@@ -430,11 +639,16 @@ static PyMethodDef native_methods[] = {
 	  "when the simple-pmu driver's counters can be read. Never faults." },
 	{ "driver_cycles", native_driver_cycles, METH_NOARGS,
 	  "driver_cycles() -> int\n--\n\ncycles.h unhalted_core(): RDPMC fixed "
-	  "counter 1 / PMCCNTR_EL0. Kills the process if access is off." },
+	  "counter 1 / PMCCNTR_EL0. CounterFault (the process lives) if access "
+	  "is off." },
 	{ "driver_instructions", native_driver_instructions, METH_NOARGS,
 	  "driver_instructions() -> int\n--\n\ncycles.h insn_retired(): RDPMC "
 	  "fixed counter 0 / the driver's INST_RETIRED PMEVCNTR<n>_EL0 (0 if "
-	  "none). Kills the process if access is off." },
+	  "none). CounterFault (the process lives) if access is off." },
+	{ "guard", native_guard, METH_NOARGS,
+	  "guard() -> None\n--\n\n(Re)install the SIGILL/SIGSEGV handler of the "
+	  "guarded driver reads if another handler replaced it (the first "
+	  "guarded read installs it)." },
 	{ "driver_ref_cycles", native_driver_ref_cycles, METH_NOARGS,
 	  "driver_ref_cycles() -> int\n--\n\ncycles.h unhalted_ref(): RDPMC "
 	  "fixed counter 2 / CNTVCT_EL0." },
@@ -470,13 +684,25 @@ PyMODINIT_FUNC PyInit__native(void)
 {
 	PyObject *m;
 
-	if (PyType_Ready(&PerfPageType) < 0)
+	if (PyType_Ready(&PerfPageType) < 0 ||
+	    PyType_Ready(&DriverSpanType) < 0)
 		return NULL;
 	m = PyModule_Create(&native_module);
 	if (!m)
 		return NULL;
+	CounterFault = PyErr_NewExceptionWithDoc(
+		"simple_pmu._native.CounterFault",
+		"A guarded counter read faulted: user access is off on this CPU.",
+		PyExc_OSError, NULL);
+	if (!CounterFault || PyModule_AddObjectRef(m, "CounterFault",
+						   CounterFault) < 0) {
+		Py_DECREF(m);
+		return NULL;
+	}
 	Py_INCREF(&PerfPageType);
-	if (PyModule_AddObject(m, "PerfPage", (PyObject *)&PerfPageType) < 0 ||
+	if (PyModule_AddObjectRef(m, "DriverSpan",
+				  (PyObject *)&DriverSpanType) < 0 ||
+	    PyModule_AddObject(m, "PerfPage", (PyObject *)&PerfPageType) < 0 ||
 	    PyModule_AddStringConstant(m, "ARCH", NATIVE_ARCH) < 0 ||
 	    PyModule_AddStringConstant(m, "SYSFS_DIR", CYCLES_SYSFS_DIR) < 0 ||
 	    PyModule_AddIntConstant(m, "KNOWN_LOOP_INSNS_PER_ITER", 2) < 0) {

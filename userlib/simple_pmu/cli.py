@@ -15,7 +15,7 @@ from collections.abc import Sequence
 
 from simple_pmu import __version__
 from simple_pmu.bench import DEFAULT_CALLS, DEFAULT_REPEATS, GOAL_RATIO, bench
-from simple_pmu.measure import CounterUnavailable, open_reader
+from simple_pmu.measure import CounterUnavailable, PinnedCpu, first_read, open_reader
 from simple_pmu.mhz import CLOCKS, MhzResult, measure_mhz
 from simple_pmu.native import native, native_error
 from simple_pmu.probe import COUNTER_BACKENDS, Backend, Report, probe
@@ -131,12 +131,18 @@ def cmd_read(args: argparse.Namespace) -> int:
         raise Unavailable(reader.reason)
     assert native is not None
     values: dict[str, object] = {"backend": reader.backend}
-    if reader.pin:
-        values["cpu"] = native.current_cpu()
-    values["cycles"] = reader.cycles() if reader.cycles else None
-    values["instructions"] = reader.instructions() if reader.instructions else None
-    values["timer"] = native.tsc()
-    reader.close()
+    try:
+        with PinnedCpu(reader) as pinned:  # the driver: a CPU where probe() verified reads
+            if pinned.cpu is not None:
+                values["cpu"] = pinned.cpu
+            instructions, cycles = first_read(reader)
+            values["cycles"] = cycles if reader.cycles else None
+            values["instructions"] = instructions if reader.instructions else None
+            values["timer"] = native.tsc()
+    except CounterUnavailable as exc:
+        raise Unavailable(f"backend {exc}") from None
+    finally:
+        reader.close()
     if args.json:
         print(json.dumps(values))
         return EXIT_OK

@@ -5,11 +5,17 @@
     print(m.cycles, m.instructions, m.time_ns)
 
 Backend: the best usable one from probe(), in this order (see probe.py):
-  driver      one RDPMC / mrs per counter; the thread is pinned to its CPU inside the
-              block, because the driver's counters are per CPU
+  driver      one RDPMC / mrs per counter; the thread is pinned inside the block, because
+              the driver's counters are per CPU: to its CPU if probe() verified reads
+              there, else to the first CPU where it did
   perf-rdpmc  perf self-monitoring; perf keeps per-task counts, no pinning
   perf-read   one read(2) per counter
   none        cycles and instructions are None and m.reason says why
+With the driver, a read that faults (arm64: perf used the PMU on this CPU less than
+2 * recheck_ms ago) raises no signal: the extension turns it into CounterFault. At the
+start of the block measure() then retries for up to 2 * recheck_ms + 0.1 s (then raises
+CounterUnavailable); at its end it leaves the counts None and says why in m.reason.
+If the module was unloaded since the probe, the default measure() probes again.
 time_ns is always CLOCK_MONOTONIC (time.perf_counter_ns) around the block. Counts
 include the few hundred instructions of the measurement itself: compare two sizes of
 the same work to cancel them (see known_loop).
@@ -20,15 +26,28 @@ from __future__ import annotations
 import functools
 import os
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 from simple_pmu.native import native
 from simple_pmu.perf import SelfMonitor, open_event, read_count
-from simple_pmu.probe import COUNTER_BACKENDS, Report, probe
+from simple_pmu.probe import (
+    COUNTER_BACKENDS,
+    DEFAULT_RECHECK_MS,
+    RETRY_MARGIN_S,
+    RETRY_PAUSE_S,
+    Report,
+    probe,
+)
+from simple_pmu.sysinfo import SYSFS_DIR
 
 ARM64_EVENT_COUNTER_BITS = 32  # PMEVCNTR<n> without PMCR.LP
+# What a guarded driver read raises where user access is off (the extension's exception).
+CounterFault: type[OSError] = native.CounterFault if native is not None else OSError
+
+
+_T = TypeVar("_T")
 
 
 class CounterUnavailable(RuntimeError):
@@ -55,6 +74,8 @@ class Reader:
     pin: bool = False
     reason: str = ""
     widths: dict[str, int] = field(default_factory=dict)  # raw hardware counter widths
+    cpus: tuple[int, ...] = ()  # pin: CPUs where probe() verified reads (empty: any)
+    retry_s: float = 0.0  # how long a faulting first read is retried
     _close: list[Callable[[], None]] = field(default_factory=list)
 
     def delta(self, counter: str, first: int, second: int) -> int:
@@ -62,6 +83,19 @@ class Reader:
         if width is None or second >= first:
             return second - first
         return second - first + (1 << width)  # wrapped once
+
+    def target_cpu(self) -> int:
+        """The CPU to pin to: the current one if verified, else the first verified."""
+        assert native is not None
+        current: int = native.current_cpu()
+        if not self.cpus or current in self.cpus:
+            return current
+        allowed = os.sched_getaffinity(0)
+        return next((c for c in self.cpus if c in allowed), self.cpus[0])
+
+    def stale(self) -> bool:
+        """The driver's module was unloaded since the probe."""
+        return self.backend == "driver" and not SYSFS_DIR.is_dir()
 
     def close(self) -> None:
         for close in self._close:
@@ -82,9 +116,13 @@ def open_reader(report: Report, backend: str | None = None) -> Reader:
     if not status.usable:
         raise CounterUnavailable(f"{backend}: {status.reason}")
     assert native is not None
-    missing = "; ".join(status.notes)
+    # Only notes about a missing counter explain a None count (not e.g. a wait in probe).
+    missing = "; ".join(n for n in status.notes if n.startswith("no instructions"))
     if backend == "driver":
-        reader = Reader("driver", native.driver_cycles, pin=True, reason=missing)
+        recheck = status.facts.get("recheck_ms", DEFAULT_RECHECK_MS)
+        recheck_ms = recheck if isinstance(recheck, int) else DEFAULT_RECHECK_MS
+        reader = Reader("driver", native.driver_cycles, pin=True, reason=missing,
+                        cpus=status.cpus, retry_s=2 * recheck_ms / 1000 + RETRY_MARGIN_S)
         if "instructions" in status.counters:
             reader.instructions = native.driver_instructions
         if native.ARCH == "x86_64" and report.cpu.perfmon:
@@ -106,49 +144,171 @@ def open_reader(report: Report, backend: str | None = None) -> Reader:
     return reader
 
 
-@functools.cache
+_cache: dict[str, object] = {}
+
+
 def _default_report() -> Report:
-    return probe()
+    report = _cache.get("report")
+    if not isinstance(report, Report):
+        report = _cache["report"] = probe()
+    return report
 
 
-@functools.cache
 def _default_reader() -> Reader:
-    return open_reader(_default_report())
+    reader = _cache.get("reader")
+    if isinstance(reader, Reader) and reader.stale():
+        forget()
+        reader = None
+    if not isinstance(reader, Reader):
+        reader = _cache["reader"] = open_reader(_default_report())
+    return reader
 
 
-@contextmanager
-def measure(backend: str | None = None) -> Iterator[Measurement]:
+def forget() -> None:
+    """Drop the cached probe and reader: the next measure() probes again."""
+    reader = _cache.pop("reader", None)
+    if isinstance(reader, Reader):
+        reader.close()
+    _cache.pop("report", None)
+
+
+class PinnedCpu:
+    """Pin the thread to reader.target_cpu() (when reader.pin) and restore afterwards."""
+
+    def __init__(self, reader: Reader) -> None:
+        self.reader = reader
+        self.saved: set[int] | None = None
+        self.cpu: int | None = None
+
+    def __enter__(self) -> PinnedCpu:
+        if self.reader.pin:
+            if native is not None:
+                native.guard()  # a faulting read raises CounterFault, even if replaced
+            self.saved = os.sched_getaffinity(0)
+            self.cpu = self.reader.target_cpu()
+            os.sched_setaffinity(0, {self.cpu})
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.saved is not None:
+            os.sched_setaffinity(0, self.saved)
+            self.saved = None
+
+
+def _retrying(reader: Reader, call: Callable[[], _T]) -> _T:
+    """call() once reads work: a CounterFault is retried for reader.retry_s."""
+    deadline = time.monotonic() + reader.retry_s
+    while True:
+        try:
+            return call()
+        except CounterFault as exc:
+            if time.monotonic() >= deadline:
+                raise CounterUnavailable(f"{reader.backend}: {exc}") from None
+            time.sleep(RETRY_PAUSE_S)
+
+
+def first_read(reader: Reader) -> tuple[int, int]:
+    """(instructions, cycles) once reads work (see _retrying)."""
+    def read() -> tuple[int, int]:
+        i0 = reader.instructions() if reader.instructions else 0
+        c0 = reader.cycles() if reader.cycles else 0
+        return i0, c0
+    return _retrying(reader, read)
+
+
+class measure:  # noqa: N801 - used as a function: with measure() as m
     """Measure the block; see the module docstring for how the backend is chosen.
 
     backend: "driver", "perf-rdpmc" or "perf-read" to insist on one (CounterUnavailable
-    if it cannot be used here); None for the best. The first call probes (~0.5 s).
+    if it cannot be used here); None for the best. The first call probes (~0.5 s; up to
+    2 * recheck_ms more with the module loaded, see probe.py).
+
+    A class, not a generator: the last reads are the first thing __exit__ does, so the
+    code between the first and the last read is the same every time (exact counts).
     """
-    reader = _default_reader() if backend is None else open_reader(_default_report(), backend)
-    result = Measurement(reader.backend, reason=reader.reason)
-    saved = None
-    if reader.pin:
-        assert native is not None
-        saved = os.sched_getaffinity(0)
-        result.cpu = native.current_cpu()
-        os.sched_setaffinity(0, {result.cpu})
-    cycles, instructions = reader.cycles, reader.instructions
-    try:
-        t0 = time.perf_counter_ns()
-        i0 = instructions() if instructions else 0
-        c0 = cycles() if cycles else 0
-        yield result
-        c1 = cycles() if cycles else 0
-        i1 = instructions() if instructions else 0
+
+    def __init__(self, backend: str | None = None) -> None:
+        self.backend = backend
+        self.reader: Reader | None = None
+
+    def __enter__(self) -> Measurement:
+        backend = self.backend
+        if backend is None:
+            reader = _default_reader()
+        else:
+            report = _default_report()
+            if backend == "driver" and not SYSFS_DIR.is_dir():
+                forget()
+                report = _default_report()
+            reader = open_reader(report, backend)
+        self.reader = reader
+        self.result = result = Measurement(reader.backend, reason=reader.reason)
+        # The driver: all four reads in C, no Python object made between first and last.
+        self.span = span = (native.DriverSpan(reader.instructions is not None)
+                            if reader.backend == "driver" and native is not None else None)
+        self.pinned = PinnedCpu(reader)
+        self.i0 = self.c0 = 0
+        try:
+            result.cpu = self.pinned.__enter__().cpu
+            if span is None:
+                self.t0 = time.perf_counter_ns()
+                self.i0, self.c0 = first_read(reader)
+                return result
+            self.t0 = time.perf_counter_ns()
+            try:
+                span.start()  # the last thing before the block
+            except CounterFault:
+                _retrying(reader, span.start)
+        except BaseException:
+            self._close()
+            raise
+        return result
+
+    def __exit__(self, typ: object, value: object, tb: object) -> None:
+        # Named parameters: *args would allocate a tuple before the reads.
+        span = self.span
+        if span is not None:
+            try:
+                span.stop()
+            except CounterFault as err:
+                self._finish(str(err), 0, 0)
+                return
+            self._finish("", 0, 0)
+            return
+        self._exit_python_reads()
+
+    def _exit_python_reads(self) -> None:
+        reader = self.reader
+        assert reader is not None
+        fault = ""
+        c1 = i1 = 0
+        try:
+            c1 = reader.cycles() if reader.cycles else 0
+            i1 = reader.instructions() if reader.instructions else 0
+        except CounterFault as err:  # access withdrawn during the block
+            fault = str(err)
+        self._finish(fault, c1, i1)
+
+    def _finish(self, fault: str, c1: int, i1: int) -> None:
+        span, reader, result = self.span, self.reader, self.result
+        assert reader is not None
         t1 = time.perf_counter_ns()
-    finally:
-        if saved is not None:
-            os.sched_setaffinity(0, saved)
-        if backend is not None:
-            reader.close()
-    result.time_ns = t1 - t0
-    if cycles:
-        result.cycles = reader.delta("cycles", c0, c1)
-    if instructions:
-        result.instructions = reader.delta("instructions", i0, i1)
-    elif not result.reason:
-        result.reason = "no instructions counter"
+        self._close()
+        result.time_ns = t1 - self.t0
+        if fault:
+            result.reason = fault
+            return
+        c0, i0 = self.c0, self.i0
+        if span is not None:
+            c0, c1, i0, i1 = span.values()
+        if reader.cycles:
+            result.cycles = reader.delta("cycles", c0, c1)
+        if reader.instructions:
+            result.instructions = reader.delta("instructions", i0, i1)
+        elif not result.reason:
+            result.reason = "no instructions counter"
+
+    def _close(self) -> None:
+        self.pinned.__exit__()
+        if self.backend is not None and self.reader is not None:
+            self.reader.close()

@@ -9,11 +9,19 @@ Backends, best first:
 
 Every instruction that can fault is first tried in a forked child (simple_pmu.child):
 probing never kills the caller.
+
+Order (arm64): any perf event that runs on a CPU makes the kernel's arm_pmu driver
+withdraw EL0 counter access there (PMUSERENR_EL0 = 0); the simple-pmu module puts it back
+within 2 * recheck_ms. probe() therefore tries the perf backends first and the driver
+last, retrying the driver's trial read on each CPU until it works or that bound (plus a
+margin) has passed: when probe() says the driver is usable, its counters are readable on
+the CPUs listed in Backend.cpus right now, and nothing in probe() touches perf after that.
 """
 
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 
@@ -40,6 +48,9 @@ from simple_pmu.timer import timer_frequency
 COUNTER_BACKENDS = ("driver", "perf-rdpmc", "perf-read")
 SPIN_ITERATIONS = 100_000  # known_loop iterations between two trial reads
 INST_RETIRED = 0x08
+DEFAULT_RECHECK_MS = 100  # the module's default period (sysfs recheck_ms)
+RETRY_MARGIN_S = 0.1  # beyond the documented 2 * recheck_ms
+RETRY_PAUSE_S = 0.01
 
 
 @dataclass(frozen=True)
@@ -51,6 +62,7 @@ class Backend:
     notes: tuple[str, ...] = ()  # limits of a usable backend, or context
     counters: tuple[str, ...] = ()  # what it reads when usable
     facts: dict[str, object] = field(default_factory=dict)
+    cpus: tuple[int, ...] = ()  # driver: the CPUs where a trial read just worked
 
     @property
     def reason(self) -> str:
@@ -105,30 +117,69 @@ def _pinned(cpu: int, call: Callable[[], object]) -> Callable[[], object]:
 
 
 def _two_reads(read: Callable[[], int]) -> Callable[[], object]:
-    """Read, run the known loop, read again: in the child, the reads may fault."""
+    """Read, run the known loop, read again: in the child, the reads may fault.
+
+    A guarded driver read raises CounterFault instead of dying: reported as the signal.
+    """
     def run() -> object:
         assert native is not None
-        first = read()
-        native.known_loop(SPIN_ITERATIONS)
-        return [first, read()]
+        try:
+            first = read()
+            native.known_loop(SPIN_ITERATIONS)
+            return [first, read()]
+        except native.CounterFault as exc:
+            return {"fault": getattr(exc, "signal", "SIGILL")}
     return run
+
+
+def _trial_one(what: str, cpu: int, call: Callable[[], object]) -> tuple[str | None, bool]:
+    """Run call pinned to cpu in a child: (why it failed or None, whether retrying may help)."""
+    result: ChildResult = run_in_child(_pinned(cpu, call))
+    if result.signal:
+        return reasons.TRIAL_FAULT.format(what=what, cpu=cpu, signal=result.signal), True
+    if not result.ok:
+        return reasons.TRIAL_FAILED.format(what=what, cpu=cpu, error=result.error), False
+    if isinstance(result.value, dict) and "fault" in result.value:
+        return reasons.TRIAL_FAULT.format(what=what, cpu=cpu, signal=result.value["fault"]), True
+    if isinstance(result.value, list) and len(result.value) == 2:
+        first, second = result.value
+        if second == first:  # frozen after perf until the module's next check
+            return reasons.NOT_COUNTING.format(what=what, cpu=cpu, first=first,
+                                               second=second), True
+    return None, False
 
 
 def _trial(what: str, cpus: list[int], call: Callable[[], object]) -> list[str]:
     """Run call on each CPU in a child; the reasons it failed (none if it worked)."""
-    found: list[str] = []
-    for cpu in cpus:
-        result: ChildResult = run_in_child(_pinned(cpu, call))
-        if result.signal:
-            found.append(reasons.TRIAL_FAULT.format(what=what, cpu=cpu, signal=result.signal))
-        elif not result.ok:
-            found.append(reasons.TRIAL_FAILED.format(what=what, cpu=cpu, error=result.error))
-        elif isinstance(result.value, list) and len(result.value) == 2:
-            first, second = result.value
-            if second == first:
-                found.append(reasons.NOT_COUNTING.format(what=what, cpu=cpu, first=first,
-                                                         second=second))
-    return found
+    return [problem for cpu in cpus
+            if (problem := _trial_one(what, cpu, call)[0]) is not None]
+
+
+@dataclass
+class _Retry:
+    """The driver's trial on one CPU, retried until it works or the deadline passes."""
+
+    deadline: float
+    started: float
+    waited_ms: dict[int, int] = field(default_factory=dict)  # CPU -> ms until it worked
+
+    def run(self, what: str, cpu: int, call: Callable[[], object]) -> str | None:
+        attempts = 0
+        while True:
+            attempts += 1
+            problem, transient = _trial_one(what, cpu, call)
+            if problem is None:
+                if attempts > 1:
+                    self.waited_ms[cpu] = max(self.waited_ms.get(cpu, 0), self._elapsed_ms())
+                return None
+            if not transient or time.monotonic() >= self.deadline:
+                if attempts > 1:
+                    problem += reasons.RETRIED.format(attempts=attempts, ms=self._elapsed_ms())
+                return problem
+            time.sleep(RETRY_PAUSE_S)
+
+    def _elapsed_ms(self) -> int:
+        return round((time.monotonic() - self.started) * 1000)
 
 
 def _no_vpmu(cpu: CpuInfo) -> list[str]:
@@ -178,11 +229,57 @@ def probe_driver(cpu: CpuInfo) -> Backend:
     facts["perfmon_available"] = available
     if available <= 0:
         return Backend(name, description, False, (reasons.DRIVER_REFUSES,), facts=facts)
-    cpus = _allowed_cpus()
-    found += _trial("the cycle counter", cpus, _two_reads(native.driver_cycles))
-    if not found and "instructions" in counters:
-        found += _trial("the instructions counter", cpus, _two_reads(native.driver_instructions))
-    return Backend(name, description, not found, tuple(found), tuple(notes), counters, facts)
+    return _driver_trials(Backend(name, description, False, (), tuple(notes), counters, facts),
+                          attrs)
+
+
+def _recheck_ms(attrs: dict[str, str]) -> int:
+    try:
+        return max(0, int(attrs.get("recheck_ms", "").strip()))
+    except ValueError:
+        return DEFAULT_RECHECK_MS
+
+
+def _driver_trials(backend: Backend, attrs: dict[str, str]) -> Backend:
+    """Trial reads on every allowed CPU; usable where they work (see the module docstring).
+
+    A CPU where perf ran a moment ago faults (or its counters stand still) until the
+    module's next check: each CPU is retried until 2 * recheck_ms + RETRY_MARGIN_S after
+    the first attempt. The driver is usable when at least one CPU worked; Backend.cpus
+    lists those, and the notes name the others.
+    """
+    assert native is not None
+    recheck_ms = _recheck_ms(attrs)
+    started = time.monotonic()
+    retry = _Retry(started + 2 * recheck_ms / 1000 + RETRY_MARGIN_S, started)
+    reads = [("the cycle counter", _two_reads(native.driver_cycles))]
+    if "instructions" in backend.counters:
+        reads.append(("the instructions counter", _two_reads(native.driver_instructions)))
+    good: list[int] = []
+    failed: list[str] = []
+    for cpu in _allowed_cpus():
+        problem = None
+        for what, call in reads:
+            problem = retry.run(what, cpu, call)
+            if problem is not None:
+                break
+        if problem is None:
+            good.append(cpu)
+        else:
+            failed.append(problem)
+    facts = dict(backend.facts, recheck_ms=recheck_ms,
+                 verified_cpus=",".join(map(str, good)) or "none")
+    if not good:
+        return Backend(backend.name, backend.description, False, tuple(failed), backend.notes,
+                       facts=facts)
+    notes = list(backend.notes)
+    if retry.waited_ms:
+        notes.append(reasons.DRIVER_WAITED.format(
+            cpus=",".join(map(str, sorted(retry.waited_ms))),
+            ms=max(retry.waited_ms.values()), recheck_ms=recheck_ms))
+    notes += [reasons.DRIVER_NOT_ON_CPU.format(problem=p) for p in failed]
+    return Backend(backend.name, backend.description, True, (), tuple(notes), backend.counters,
+                   facts, tuple(good))
 
 
 def _x86_driver_hardware(cpu: CpuInfo, facts: dict[str, object]) -> list[str]:
@@ -348,11 +445,13 @@ def probe_timer(cpu: CpuInfo) -> Backend:
 
 
 def probe() -> Report:
-    """Probe every backend. Takes a few hundred ms (child processes, timer calibration)."""
+    """Probe every backend. Takes a few hundred ms (child processes, timer calibration,
+    and with the module loaded up to 2 * recheck_ms waiting for access after perf)."""
     cpu = cpu_info()
     if cpu.arch not in ("x86_64", "aarch64"):
         reason = (reasons.ARCH_UNSUPPORTED.format(arch=cpu.arch),)
         names = (*COUNTER_BACKENDS, "timer")
         return Report(cpu, tuple(Backend(n, n, False, reason) for n in names), native_error)
-    backends = (probe_driver(cpu), probe_perf_rdpmc(cpu), probe_perf_read(cpu), probe_timer(cpu))
-    return Report(cpu, backends, native_error)
+    # perf first, the driver last: see the module docstring.
+    rdpmc, read, timer = probe_perf_rdpmc(cpu), probe_perf_read(cpu), probe_timer(cpu)
+    return Report(cpu, (probe_driver(cpu), rdpmc, read, timer), native_error)

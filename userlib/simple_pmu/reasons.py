@@ -11,9 +11,10 @@ import os
 # Any backend
 NO_NATIVE = "the C extension simple_pmu._native is not available ({error})"
 ARCH_UNSUPPORTED = "architecture {arch} is not supported (x86-64 and arm64 only)"
-TRIAL_FAULT = "a trial read of {what} on CPU {cpu} was killed by {signal}"
+TRIAL_FAULT = "a trial read of {what} on CPU {cpu} faulted with {signal}"
 TRIAL_FAILED = "a trial read of {what} on CPU {cpu} failed: {error}"
 NOT_COUNTING = "{what} did not advance across a busy loop on CPU {cpu} ({first} then {second})"
+RETRIED = " ({attempts} attempts over {ms} ms)"
 
 # The simple-pmu driver
 DRIVER_NOT_LOADED = "simple-pmu module not loaded: {path} does not exist"
@@ -28,7 +29,10 @@ DRIVER_FIXED_OFF = "the driver has the fixed counters off (rdpmc_fixed is {value
 DRIVER_USER_ACCESS_OFF = "the driver's user access is off (user_access is {value})"
 DRIVER_NO_CYCLE_COUNTER = "the driver does not hold the cycle counter (cycle_counter is {value})"
 DRIVER_REFUSES = "cycles.h perfmon_available() returns 0 with the module loaded"
-# A note on a usable arm64 driver, not a reason it is unusable.
+# Notes on a usable driver, not reasons it is unusable.
+DRIVER_WAITED = ("user access on CPU {cpus} came back after {ms} ms: perf had used the PMU"
+                 " there (the module restores it every recheck_ms = {recheck_ms} ms)")
+DRIVER_NOT_ON_CPU = "not usable on every CPU: {problem}"
 DRIVER_NO_INSN = ("no instructions: the driver counts no INST_RETIRED (event 0x08) event"
                   " (event_counters is '{value}')")
 
