@@ -156,10 +156,10 @@ def _default_report() -> Report:
 
 def _default_reader() -> Reader:
     reader = _cache.get("reader")
-    if isinstance(reader, Reader) and reader.stale():
-        forget()
-        reader = None
     if not isinstance(reader, Reader):
+        reader = _cache["reader"] = open_reader(_default_report())
+    if reader.stale():  # the module went away since the probe (cached reader or report)
+        forget()
         reader = _cache["reader"] = open_reader(_default_report())
     return reader
 
