@@ -338,10 +338,22 @@ def probe_perf_rdpmc(cpu: CpuInfo) -> Backend:
             found.append(reasons.PERF_USER_ACCESS_ABSENT.format(path=PERF_USER_ACCESS))
         elif access == 0:
             found.append(reasons.PERF_USER_ACCESS_OFF.format(path=PERF_USER_ACCESS, value=access))
+    counters, notes = _events(_self_monitor_problem, found, cpu)
+    if not found:
+        found += _trial("a perf cycles event", _allowed_cpus(), _self_monitor_reads("cycles"))
+    if found:
+        return Backend(name, description, False, tuple(found), facts=facts)
+    return Backend(name, description, True, (), tuple(notes), tuple(counters), facts)
+
+
+def _events(problem_of: Callable[[str], str | None], found: list[str],
+            cpu: CpuInfo) -> tuple[list[str], list[str]]:
+    """(counters that work, notes) of a perf backend; a cycles problem goes to `found`
+    (the backend is unusable), an instructions one is only a note. ENOENT: say why."""
     counters: list[str] = []
     notes: list[str] = []
     for event in ("cycles", "instructions"):
-        problem = _self_monitor_problem(event)
+        problem = problem_of(event)
         if problem is None:
             counters.append(event)
         elif event == "cycles":
@@ -350,11 +362,7 @@ def probe_perf_rdpmc(cpu: CpuInfo) -> Backend:
             notes.append(reasons.PERF_NO_INSN.format(detail=problem))
     if any("ENOENT" in r for r in found):
         found += _no_pmu_reasons(cpu) + _no_vpmu(cpu)
-    if not found:
-        found += _trial("a perf cycles event", _allowed_cpus(), _self_monitor_reads("cycles"))
-    if found:
-        return Backend(name, description, False, tuple(found), facts=facts)
-    return Backend(name, description, True, (), tuple(notes), tuple(counters), facts)
+    return counters, notes
 
 
 def _self_monitor_problem(event: str) -> str | None:
@@ -383,19 +391,8 @@ def probe_perf_read(cpu: CpuInfo) -> Backend:
     facts = _perf_facts()
     if native is None:
         return Backend(name, description, False, (native_error,), facts=facts)
-    counters: list[str] = []
     found: list[str] = []
-    notes: list[str] = []
-    for event in ("cycles", "instructions"):
-        problem = _read_problem(event)
-        if problem is None:
-            counters.append(event)
-        elif event == "cycles":
-            found.append(problem)
-        else:
-            notes.append(reasons.PERF_NO_INSN.format(detail=problem))
-    if any("ENOENT" in r for r in found):
-        found += _no_pmu_reasons(cpu) + _no_vpmu(cpu)
+    counters, notes = _events(_read_problem, found, cpu)
     if found:
         return Backend(name, description, False, tuple(found), facts=facts)
     return Backend(name, description, True, (), tuple(notes), tuple(counters), facts)
