@@ -90,8 +90,10 @@ def verify(tree_path: str, kos: list[str], cert: str, require_signature: bool) -
 
 
 def sign(tree_path: str, kos: list[str], key: str, cert: str) -> list[str]:
+    # Arguments first, then the modules, and only then may a default key be created.
+    given = signing.given_keypair(key, cert) if key or cert else None
     tree, paths = _modules(tree_path, kos)
-    pair = signing.given_keypair(key, cert) if key or cert else signing.default_keypair()
+    pair = given or signing.default_keypair()
     say(f"signing with {pair.origin}: {pair.key}, certificate {pair.cert}")
     signing.sign(tree, paths, pair)
     reports = build.verify(tree, paths, pair.cert, require_signature=True)
