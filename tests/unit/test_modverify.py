@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from pmubuild import modverify, signing
-from pmubuild.kbuildfiles import read_symvers
+from pmubuild.kbuildfiles import Export, read_symvers
 
 from .test_compat import imported_names
 
@@ -129,3 +129,41 @@ def test_not_a_module(tmp_path):
     proc = run_script("--kdir", str(tmp_path), "x.ko", cwd=tmp_path)
     assert proc.returncode == 2 and "x.ko: not an ELF file" in proc.stderr
     assert struct.calcsize(">BBBBB3xI") == 12  # struct module_signature
+
+
+def synthetic(undefined: list[str], **modinfo: str) -> modverify.Module:
+    info = {"vermagic": ["6.1.0-9-x SMP mod_unload "], "license": ["GPL"], "name": ["m"]}
+    info.update({k: [v] for k, v in modinfo.items()})
+    return modverify.Module(Path("m.ko"), b"", "EM_X86_64", info, undefined, {}, None)
+
+
+def exporting(*lines: str) -> modverify.Target:
+    t = target("amd64")
+    exports = {}
+    for line in lines:
+        crc, sym, mod, kind, ns = line.split("\t")
+        exports[sym] = Export(int(crc, 16), sym, mod, kind, ns)
+    return modverify.Target(t.path, t.arch, t.release, t.config, exports)
+
+
+def test_symbol_from_a_module_needs_depends():
+    t = exporting("0x1\tarmv8_pmu_x\tdrivers/perf/arm_pmu\tEXPORT_SYMBOL_GPL\t")
+    assert modverify.check(synthetic(["armv8_pmu_x"], depends="arm_pmu"), t).ok
+    r = modverify.check(synthetic(["armv8_pmu_x"], depends=""), t)
+    assert r.problems == ["m.ko: armv8_pmu_x comes from module arm_pmu, which is not in "
+                          "depends (empty)"]
+
+
+def test_namespaced_export_needs_import():
+    t = exporting("0x1\tns_sym\tvmlinux\tEXPORT_SYMBOL_GPL\tCRYPTO_INTERNAL")
+    assert modverify.check(synthetic(["ns_sym"], import_ns="CRYPTO_INTERNAL"), t).ok
+    r = modverify.check(synthetic(["ns_sym"]), t)
+    assert r.problems == ["m.ko: ns_sym is in namespace CRYPTO_INTERNAL, which the module "
+                          "does not import (MODULE_IMPORT_NS)"]
+
+
+def test_export_for_named_modules_only():
+    t = exporting("0x0\tkvm_only\tvmlinux\tEXPORT_SYMBOL_GPL\tmodule:kvm,kvm-intel")
+    assert modverify.check(synthetic(["kvm_only"], name="kvm_intel"), t).ok
+    r = modverify.check(synthetic(["kvm_only"]), t)
+    assert r.problems == ["m.ko: kvm_only is exported by 6.1.0-9-x only to kvm, kvm-intel"]
