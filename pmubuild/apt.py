@@ -194,6 +194,18 @@ class PrivateApt:
         found = [p for s in suites for p in self.packages(s, arch) if pattern.fullmatch(p.name)]
         return sorted(found, key=lambda p: version_key(p.version))
 
+    def newest(self, name: str, suites: Iterable[str], arch: str) -> Package:
+        """The newest `name` in `suites` (by version); the index is refreshed only when
+        the cached one lacks it."""
+        suites = list(suites)
+        found = self.find(name, suites, arch)
+        if not found:
+            self.update()
+            found = self.find(name, suites, arch)
+        if not found:
+            raise PipelineError(f"{name}:{arch} not found in Debian {' or '.join(suites)}")
+        return found[-1]
+
     def exact(self, name: str, version: str, arch: str) -> Package:
         for _key, pkgs in self._all():
             for p in pkgs:

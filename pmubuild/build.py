@@ -112,9 +112,8 @@ def verify(tree: KernelTree, modules: list[Path], cert: Path | None = None,
            require_signature: bool | None = None) -> list[modverify.Report]:
     """modverify against `tree`; any problem is an error listing every one of them."""
     try:
-        target = modverify.load_target(tree.path)
-        reports = [modverify.check(modverify.read_module(ko), target, cert=cert,
-                                   require_signature=require_signature) for ko in modules]
+        reports = modverify.verify(tree.path, modules, cert=cert,
+                                   require_signature=require_signature)
     except modverify.VerifyError as e:
         raise PipelineError(str(e)) from None
     problems = [p for r in reports for p in r.problems]

@@ -6,7 +6,7 @@ import tarfile
 from pathlib import Path
 
 from . import cache
-from .apt import PrivateApt
+from .apt import Package, PrivateApt
 from .errors import PipelineError
 from .progress import step
 
@@ -19,12 +19,17 @@ WANTED = ("scripts/checkpatch.pl", "scripts/spelling.txt", "scripts/const_struct
 REPO = Path(__file__).resolve().parents[1]
 
 
-def script(apt: PrivateApt) -> Path:
+def source_package(apt: PrivateApt) -> Package:
+    """linux-source-6.1 (checkpatch and the signature-enforcing test kernel come from it)."""
     apt.update()
     found = apt.find(PACKAGE, SUITES, "amd64")
     if not found:
-        raise PipelineError(f"no {PACKAGE} package in Debian bookworm: cannot get checkpatch")
-    pkg = found[-1]
+        raise PipelineError(f"no {PACKAGE} package in Debian bookworm (or -security)")
+    return found[-1]
+
+
+def script(apt: PrivateApt) -> Path:
+    pkg = source_package(apt)
     target = cache.subdir("checkpatch") / pkg.version
     if (target / WANTED[0]).exists():
         return target / WANTED[0]

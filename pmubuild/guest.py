@@ -32,13 +32,7 @@ class GuestSpec:
 
 def busybox(apt: PrivateApt, arch: str) -> Path:
     """A static busybox for `arch`, from Debian's busybox-static, cached by version."""
-    found = apt.find("busybox-static", [BUSYBOX_SUITE, f"{BUSYBOX_SUITE}-security"], arch)
-    if not found:
-        apt.update()
-        found = apt.find("busybox-static", [BUSYBOX_SUITE, f"{BUSYBOX_SUITE}-security"], arch)
-    if not found:
-        raise PipelineError(f"busybox-static:{arch} not found in Debian {BUSYBOX_SUITE}")
-    pkg = found[-1]
+    pkg = apt.newest("busybox-static", [BUSYBOX_SUITE, f"{BUSYBOX_SUITE}-security"], arch)
     target = cache.subdir("guest") / f"busybox-{arch}-{pkg.version}"
     binary = target / "bin" / "busybox"
     if binary.exists():

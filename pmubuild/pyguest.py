@@ -36,13 +36,8 @@ CLI = "#!/usr/bin/python3.11\nimport sys\nfrom simple_pmu.cli import main\nsys.e
 
 
 def _newest(apt: PrivateApt, name: str, arch: str) -> Package:
-    found = apt.find(name, SUITES, arch)
-    if not found:
-        apt.update()
-        found = apt.find(name, SUITES, arch)
-    if not found:
-        raise PipelineError(f"{name}:{arch} not found in Debian {' or '.join(SUITES)}")
-    return found[-1]  # pinned to bookworm: a multi-suite index would offer sid's libc6
+    # Pinned to bookworm: a multi-suite index would offer sid's libc6.
+    return apt.newest(name, SUITES, arch)
 
 
 def _extract(debs: list[Path], root: Path) -> None:

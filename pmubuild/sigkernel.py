@@ -67,11 +67,7 @@ def fragment(arch: str, cert_pem: Path) -> str:
 
 def source(apt: PrivateApt) -> tuple[str, Path]:
     """(version, extracted source tree) of linux-source-6.1, extracted once."""
-    apt.update()
-    found = apt.find(checkpatch.PACKAGE, checkpatch.SUITES, "amd64")
-    if not found:
-        raise PipelineError(f"no {checkpatch.PACKAGE} package in Debian bookworm")
-    pkg = found[-1]
+    pkg = checkpatch.source_package(apt)
     final = cache.subdir("sigkernel") / f"src-{pkg.version}"
     tree = final / "linux"
     if (tree / "Makefile").exists():
