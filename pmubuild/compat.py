@@ -55,12 +55,15 @@ FEATURES = (
     Feature("HAVE_ASM_CPUID_API_H", "fun", "cpuid_count", "?arch/x86/include/asm/cpuid/api.h", "amd64", "6.15: cpuid_count() moved to asm/cpuid/api.h; asm/processor.h no longer pulls it in"),  # noqa: E501
     Feature("HAVE_ASM_CPUID_H", "fun", "cpuid_count", "?arch/x86/include/asm/cpuid.h", "amd64", "asm/cpuid.h exists from 5.19 (removed 6.18) but holds cpuid_count() only from about 6.5"),  # noqa: E501
     Feature("HAVE_RDMSRQ", "fun", "rdmsrq_safe", "arch/x86/include/asm/msr.h", "amd64", "6.16: rdmsrl*/wrmsrl* renamed rdmsrq*/wrmsrq*; 7.x has no rdmsrl_safe alias"),  # noqa: E501
+    Feature("HAVE_ARMV8_PMU_MAX_GENERAL_COUNTERS", "macro", "ARMV8_PMU_MAX_GENERAL_COUNTERS", "?include/linux/perf/arm_pmuv3.h", "arm64", "6.12: arm_pmu's hw.idx became the counter number (cycle counter 31); before, the cycle counter was idx 0 and PMEVCNTR<n> idx n+1"),  # noqa: E501
     Feature("HAVE_ARM_PMUV3_H", "file", "include/linux/perf/arm_pmuv3.h", "", "arm64", "6.4: ARMv8 PMU register macros moved out of asm/perf_event.h (we define our own bits)"),  # noqa: E501
     Feature("HAVE_BUS_TYPE_CONST", "matches", r"subsys_system_register\(const struct bus_type", "include/linux/device.h", "all", "6.8: bus_type pointers became const; passing a non-const one stays fine"),  # noqa: E501
     Feature("HAVE_HRTIMER_SETUP", "fun", "hrtimer_setup", "include/linux/hrtimer.h", "all", "6.13: hrtimer_setup() replaces hrtimer_init() plus setting .function; hrtimer_init() is gone by 7.x"),  # noqa: E501
+    Feature("HAVE_TIMER_DELETE_SYNC", "fun", "timer_delete_sync", "include/linux/timer.h", "all", "6.2 (and Debian's 5.10/6.1 stable): timer_delete_sync() replaces del_timer_sync(), which 6.15 removed"),  # noqa: E501
     Feature("HAVE_MODULE_IMPORT_NS_STRING", "matches", r"define MODULE_IMPORT_NS\(ns\)\s+MODULE_INFO\(import_ns, ns\)", "include/linux/module.h", "all", "6.13: MODULE_IMPORT_NS() takes a string literal, not a bare identifier"),  # noqa: E501
     Feature("HAVE_SYSFS_EMIT", "fun", "sysfs_emit", "include/linux/sysfs.h", "all", "5.10: sysfs_emit() is the show() formatter; older kernels lack it"),  # noqa: E501
     Feature("HAVE_CPU_PM_NOTIFIER_EXPORT", "export", "cpu_pm_register_notifier", "Module.symvers", "arm64", "the arm64 driver re-applies its state on CPU_PM_EXIT through it"),  # noqa: E501
+    Feature("HAVE_KVM_GET_RUNNING_VCPU_EXPORT", "export", "kvm_get_running_vcpu", "Module.symvers", "arm64", "tells whether a KVM vCPU is loaded on this CPU (KVM then owns PMUSERENR); exported 5.7-6.x, not in 7.x"),  # noqa: E501
     Feature("HAVE_CR4_UPDATE_IRQSOFF_EXPORT", "export", "cr4_update_irqsoff", "Module.symvers", "amd64", "6.19: exported to the kvm modules only; the raw-MSR option needs it for CR4.PCE"),  # noqa: E501
     Feature("HAVE_PERF_KERNEL_COUNTER_EXPORT", "export", "perf_event_create_kernel_counter", "Module.symvers", "all", "how the x86 driver takes the fixed counters through perf"),  # noqa: E501
     Feature("HAVE_CPU_PM", "config", "CONFIG_CPU_PM", ".config", "arm64", "without it there is no CPU PM notifier chain to hook (and no idle power-down)"),  # noqa: E501

@@ -1,185 +1,202 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
- * simple-pmu arm64: give user space read access to the ARMv8 PMU cycle
- * counter (PMCCNTR_EL0) and a few event counters on every CPU, the way
- * RDTSC is readable on x86.
+ * simple-pmu arm64: user-space read access to the ARMv8 PMU cycle counter
+ * and a few event counters, the way RDTSC is readable on x86.
  *
- * arm_pmu resets the PMU on hotplug and on CPU PM exit, and perf takes
- * it over whenever it counts, so the state is applied from a cpuhp state
- * (which runs after arm_pmu's STARTING reset), again from a CPU PM
- * notifier, and checked by a per-CPU timer every recheck_ms.
+ * The counters are perf's: on every CPU the driver holds pinned kernel
+ * events (CPU_CYCLES and the configured events) and opens EL0 read
+ * access (PMUSERENR_EL0 = CR|ER) once perf has placed them, publishing in
+ * sysfs which counter each one landed in. It never writes a counter, a
+ * filter, an event type or PMCR: docs/simple-pmu.4.
  */
 
 #define pr_fmt(fmt) "simple-pmu: " fmt
 
-#include <linux/bitfield.h>
-#include <linux/cpu_pm.h>
-#include <linux/cpuhotplug.h>
+#include <linux/cpumask.h>
 #include <linux/module.h>
 #include <linux/moduleparam.h>
-#include <linux/notifier.h>
-#include <linux/preempt.h>
+#include <linux/mutex.h>
 
 #include "drivers/arm64/pmu.h"
 #include "drivers/common/parse.h"
 #include "drivers/common/sysfs_dev.h"
 
 /*
- * Taken as strings and parsed at init: a bad value then gets one line
- * naming the parameter and its valid range, not the kernel's generic one.
+ * Parameters are checked as they are set, with one line naming the bad
+ * one; the events are checked against the PMU again once it is probed.
  */
-static char *user_access = "1";
-module_param_cb(user_access, &param_ops_charp, &user_access, 0);
-__MODULE_PARM_TYPE(user_access, "uint");
-MODULE_PARM_DESC(user_access,
-		 "EL0 access to the counters: 0 off, 1 read-only (default), 2 read-write");
-
-static char *ring = "3";
-module_param_cb(ring, &param_ops_charp, &ring, 0);
-__MODULE_PARM_TYPE(ring, "uint");
-MODULE_PARM_DESC(ring, "What is counted: 1 kernel, 2 user, 3 both (default)");
-
-static char *events = "0x8";
-module_param(events, charp, 0);
-MODULE_PARM_DESC(events,
-		 "Event numbers for event counters, comma-separated, or none (default 0x8, instructions retired)");
-
-static char *recheck_ms = "100";
-module_param_cb(recheck_ms, &param_ops_charp, &recheck_ms, 0);
-__MODULE_PARM_TYPE(recheck_ms, "uint");
-MODULE_PARM_DESC(recheck_ms,
-		 "Milliseconds between checks for state perf took, 10..10000 (default 100)");
-
-struct spmu_hw spmu_hw;
-unsigned int spmu_recheck_ms;
-/* Set while cpuhp_setup_state() does the initial apply: not interventions. */
-bool spmu_loading;
-
-static enum cpuhp_state spmu_hp_state;
-
-static int spmu_cpu_pm_notify(struct notifier_block *nb, unsigned long action,
-			      void *data)
+static int spmu_param_number(const char *val, const char *name,
+			     unsigned int min, unsigned int max,
+			     unsigned int *out)
 {
-	switch (action) {
-	case CPU_PM_EXIT:
-	case CPU_PM_ENTER_FAILED:
-		spmu_cpu_pm_exit();
-		break;
-	}
-	return NOTIFY_OK;
-}
+	char in[SPMU_INPUT_MAX + 1];
 
-static struct notifier_block spmu_cpu_pm_nb = {
-	.notifier_call = spmu_cpu_pm_notify,
-	/* Below arm_pmu's 0, so we run after its reset on CPU_PM_EXIT. */
-	.priority = -1,
-};
-
-/* Return: 0 if this CPU has PMUv3 and spmu_hw is filled in, else -ENODEV. */
-static int spmu_probe_hw(void)
-{
-	int ret = 0;
-
-	/* Both registers from the same CPU. */
-	preempt_disable();
-	spmu_hw.pmuver = spmu_pmuver();
-	if (spmu_pmuver_is_v3(spmu_hw.pmuver))
-		spmu_hw.num_counters = FIELD_GET(SPMU_PMCR_N, spmu_read_pmcr());
-	else
-		ret = -ENODEV;
-	preempt_enable();
-
-	if (ret)
-		pr_err("CPU has no PMUv3 (ID_AA64DFR0_EL1.PMUVer=%#x); not loading\n",
-		       spmu_hw.pmuver);
-	return ret;
-}
-
-/* Return: 0, or -EINVAL after one line naming the bad parameter. */
-static int __init spmu_parse_params(struct spmu_settings *st)
-{
-	if (spmu_parse_number(user_access, SPMU_UA_OFF, SPMU_UA_RW,
-			      &st->user_access)) {
-		pr_err("invalid user_access=%s: valid are 0 (off), 1 (read-only), 2 (read-write)\n",
-		       user_access);
-		return -EINVAL;
-	}
-	if (spmu_parse_number(ring, SPMU_RING_KERNEL, SPMU_RING_ALL,
-			      &st->ring)) {
-		pr_err("invalid ring=%s: valid are 1 (kernel), 2 (user), 3 (both)\n",
-		       ring);
-		return -EINVAL;
-	}
-	if (spmu_parse_events(events, st)) {
-		pr_err("invalid events=%s: valid is none or up to %u comma-separated event numbers 0..0xffff\n",
-		       events, spmu_hw.num_counters);
-		return -EINVAL;
-	}
-	if (spmu_parse_number(recheck_ms, SPMU_RECHECK_MS_MIN,
-			      SPMU_RECHECK_MS_MAX, &spmu_recheck_ms)) {
-		pr_err("invalid recheck_ms=%s: valid are %u..%u\n",
-		       recheck_ms, SPMU_RECHECK_MS_MIN, SPMU_RECHECK_MS_MAX);
+	/* val is NULL for a bare "ring" on the insmod line. */
+	if (!val || spmu_input_copy(in, val, strlen(val)) ||
+	    spmu_parse_number(in, min, max, out)) {
+		pr_err("invalid %s=%s: valid are %u..%u\n", name, val, min, max);
 		return -EINVAL;
 	}
 	return 0;
 }
 
+static int spmu_ring_set(const char *val, const struct kernel_param *kp)
+{
+	return spmu_param_number(val, "ring", SPMU_RING_KERNEL, SPMU_RING_ALL,
+				 &spmu_settings.ring);
+}
+
+static int spmu_ring_get(char *buf, const struct kernel_param *kp)
+{
+	return sysfs_emit(buf, "%u\n", spmu_settings.ring);
+}
+
+static const struct kernel_param_ops spmu_ring_ops = {
+	.set = spmu_ring_set,
+	.get = spmu_ring_get,
+};
+module_param_cb(ring, &spmu_ring_ops, NULL, 0);
+__MODULE_PARM_TYPE(ring, "uint");
+MODULE_PARM_DESC(ring,
+		 "What is counted: 1 kernel, 2 user (default), 3 both; kernel counting is visible to every user");
+
+static int spmu_user_access_param_set(const char *val,
+				      const struct kernel_param *kp)
+{
+	unsigned int v;
+	int ret = spmu_param_number(val, "user_access", 0, 1, &v);
+
+	if (!ret)
+		spmu_user_access = v;
+	return ret;
+}
+
+static int spmu_user_access_param_get(char *buf, const struct kernel_param *kp)
+{
+	return sysfs_emit(buf, "%d\n", spmu_user_access);
+}
+
+static const struct kernel_param_ops spmu_user_access_ops = {
+	.set = spmu_user_access_param_set,
+	.get = spmu_user_access_param_get,
+};
+module_param_cb(user_access, &spmu_user_access_ops, NULL, 0);
+__MODULE_PARM_TYPE(user_access, "uint");
+MODULE_PARM_DESC(user_access,
+		 "EL0 read access to the counters: 0 closed, 1 read-only (default)");
+
+static int spmu_events_set(const char *val, const struct kernel_param *kp)
+{
+	char in[SPMU_INPUT_MAX + 1];
+
+	if (!val || spmu_input_copy(in, val, strlen(val)) ||
+	    spmu_parse_events(in, &spmu_settings)) {
+		pr_err("invalid events=%s: valid is none or up to %u comma-separated event numbers 0..0xffff\n",
+		       val, SPMU_MAX_EVENTS);
+		return -EINVAL;
+	}
+	return 0;
+}
+
+static int spmu_events_get(char *buf, const struct kernel_param *kp)
+{
+	unsigned int i;
+	int len = 0;
+
+	for (i = 0; i < spmu_settings.nr_events; i++)
+		len += sysfs_emit_at(buf, len, "%s%#x", i ? "," : "",
+				     spmu_settings.events[i]);
+	return len + sysfs_emit_at(buf, len, "\n");
+}
+
+static const struct kernel_param_ops spmu_events_ops = {
+	.set = spmu_events_set,
+	.get = spmu_events_get,
+};
+module_param_cb(events, &spmu_events_ops, NULL, 0);
+__MODULE_PARM_TYPE(events, "charp");
+MODULE_PARM_DESC(events,
+		 "Events for event counters, comma-separated, or none (default 0x8, instructions retired)");
+
+static int spmu_recheck_ms_set(const char *val, const struct kernel_param *kp)
+{
+	return spmu_param_number(val, "recheck_ms", SPMU_RECHECK_MS_MIN,
+				 SPMU_RECHECK_MS_MAX, &spmu_recheck_ms);
+}
+
+static int spmu_recheck_ms_get(char *buf, const struct kernel_param *kp)
+{
+	return sysfs_emit(buf, "%u\n", spmu_recheck_ms);
+}
+
+static const struct kernel_param_ops spmu_recheck_ms_ops = {
+	.set = spmu_recheck_ms_set,
+	.get = spmu_recheck_ms_get,
+};
+module_param_cb(recheck_ms, &spmu_recheck_ms_ops, NULL, 0);
+__MODULE_PARM_TYPE(recheck_ms, "uint");
+MODULE_PARM_DESC(recheck_ms,
+		 "Milliseconds between checks that user access is still open, 10..10000 (default 100)");
+
 static int __init spmu_init(void)
 {
+	static struct spmu_counter_set set;
 	int ret;
 
 	ret = spmu_probe_hw();
 	if (ret)
 		return ret;
-	ret = spmu_parse_params(&spmu_settings);
+	ret = spmu_check_events(&spmu_settings);
 	if (ret)
 		return ret;
-	if (spmu_settings.user_access == SPMU_UA_RW)
-		pr_warn("user_access=2: any process can stop or reset the PMU counters for everyone\n");
-	spmu_config_build(&spmu_settings, &spmu_config);
+	if (spmu_settings.ring & SPMU_RING_KERNEL)
+		pr_notice("ring=%u: kernel activity is counted, and readable by every user\n",
+			  spmu_settings.ring);
 
-	/* Before cpuhp, so no CPU PM exit after an apply goes unnoticed. */
-	ret = cpu_pm_register_notifier(&spmu_cpu_pm_nb);
+	/* Before the events exist, so no CPU PM exit goes unnoticed. */
+	ret = spmu_access_init();
 	if (ret)
 		return ret;
 
-	spmu_loading = true;
-	ret = cpuhp_setup_state(CPUHP_AP_ONLINE_DYN, "simple-pmu:online",
-				spmu_cpu_online, spmu_cpu_offline);
-	spmu_loading = false;
-	if (ret < 0)
-		goto err_cpu_pm;
-	spmu_hp_state = ret;
+	mutex_lock(&spmu_lock);
+	spmu_counter_set_build(&spmu_settings, &set);
+	ret = spmu_counters_start(&set);
+	mutex_unlock(&spmu_lock);
+	if (ret) {
+		pr_err("perf gave no CPU the counters (%d); is there a PMU driver (CONFIG_HW_PERF_EVENTS, a PMU node in the device tree or ACPI)?\n",
+		       ret);
+		goto err_access;
+	}
 
-	/* Last: a sysfs write must find every CPU set up. */
+	/* Last: a sysfs write must find the counters held. */
 	ret = spmu_sysfs_register(spmu_arm64_groups);
 	if (ret)
-		goto err_cpuhp;
+		goto err_counters;
 
-	pr_info("PMUv3 version %#x, %u event counters; counters readable from user space on CPUs %*pbl\n",
-		spmu_hw.pmuver, spmu_hw.num_counters,
-		cpumask_pr_args(&spmu_active_cpus));
+	pr_info("PMUv3 version %#x, %u event counters of %u bits; cycles and %u events taken through perf, user read access on CPUs where they count (sysfs cpus)\n",
+		spmu_hw.pmuver, spmu_hw.num_counters, spmu_event_width(),
+		spmu_settings.nr_events);
 	return 0;
 
-err_cpuhp:
-	cpuhp_remove_state(spmu_hp_state);
-err_cpu_pm:
-	cpu_pm_unregister_notifier(&spmu_cpu_pm_nb);
+err_counters:
+	spmu_counters_stop();
+err_access:
+	spmu_access_exit();
 	return ret;
 }
 
 static void __exit spmu_exit(void)
 {
-	/* First, so no sysfs write runs while the CPUs are restored. */
+	/* First, so no sysfs write runs while the counters go. */
 	spmu_sysfs_unregister();
-	/* Runs spmu_cpu_offline() on every online CPU: previous state back. */
-	cpuhp_remove_state(spmu_hp_state);
-	cpu_pm_unregister_notifier(&spmu_cpu_pm_nb);
-	pr_info("previous PMU state restored; unloaded\n");
+	/* Closes user access on every CPU, then releases the events. */
+	spmu_counters_stop();
+	spmu_access_exit();
+	pr_info("user access closed, counters given back to perf; unloaded\n");
 }
 
 module_init(spmu_init);
 module_exit(spmu_exit);
 
-MODULE_DESCRIPTION("User-space read access to the ARMv8 PMU cycle and event counters");
+MODULE_DESCRIPTION("User-space read access to ARMv8 PMU counters taken through perf");
 MODULE_LICENSE("GPL");

@@ -1,14 +1,24 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
  * simple-pmu: the system subsystem and its one device, shared by the
- * arm64 and x86 drivers. Each driver passes its own attribute groups.
+ * arm64 and x86 drivers, with what both publish about their counters:
+ *
+ *   simple-pmu0/generation, cpus, recheck_ms
+ *   simple-pmu0/cpuN/cycle_index, event_index, generation, interventions,
+ *                    kvm_deferrals, checks    (one directory per possible CPU)
+ *
+ * Each driver adds its own attribute groups to the device.
  */
 
 #define pr_fmt(fmt) "simple-pmu: " fmt
 
+#include <linux/cpu.h>
+#include <linux/cpumask.h>
 #include <linux/device.h>
 #include <linux/slab.h>
+#include <linux/sysfs.h>
 
+#include "drivers/common/counters.h"
 #include "drivers/common/sysfs_dev.h"
 
 /*
@@ -22,6 +32,180 @@ static struct bus_type spmu_subsys = {
 
 static struct device *spmu_dev;
 
+static ssize_t generation_show(struct device *dev,
+			       struct device_attribute *attr, char *buf)
+{
+	return sysfs_emit(buf, "%lu\n", spmu_counters_generation());
+}
+static DEVICE_ATTR_RO(generation);
+
+static ssize_t cpus_show(struct device *dev, struct device_attribute *attr,
+			 char *buf)
+{
+	cpumask_var_t mask;
+	ssize_t len;
+
+	if (!zalloc_cpumask_var(&mask, GFP_KERNEL))
+		return -ENOMEM;
+	cpus_read_lock();
+	spmu_counters_placed_cpus(mask);
+	cpus_read_unlock();
+	len = sysfs_emit(buf, "%*pbl\n", cpumask_pr_args(mask));
+	free_cpumask_var(mask);
+	return len;
+}
+static DEVICE_ATTR_RO(cpus);
+
+static ssize_t recheck_ms_show(struct device *dev,
+			       struct device_attribute *attr, char *buf)
+{
+	return sysfs_emit(buf, "%u\n", spmu_recheck_ms);
+}
+static DEVICE_ATTR_RO(recheck_ms);
+
+static struct attribute *spmu_common_attrs[] = {
+	&dev_attr_generation.attr,
+	&dev_attr_cpus.attr,
+	&dev_attr_recheck_ms.attr,
+	NULL
+};
+
+const struct attribute_group spmu_common_group = {
+	.attrs = spmu_common_attrs,
+};
+
+/*
+ * simple-pmu0/cpuN: a named attribute group per possible CPU, its
+ * attributes allocated with the CPU number beside them.
+ */
+enum spmu_cpu_field {
+	SPMU_F_CYCLE_INDEX,
+	SPMU_F_EVENT_INDEX,
+	SPMU_F_GENERATION,
+	SPMU_F_INTERVENTIONS,
+	SPMU_F_KVM_DEFERRALS,
+	SPMU_F_CHECKS,
+	SPMU_F_NR
+};
+
+static const char * const spmu_cpu_field_names[SPMU_F_NR] = {
+	[SPMU_F_CYCLE_INDEX]	= "cycle_index",
+	[SPMU_F_EVENT_INDEX]	= "event_index",
+	[SPMU_F_GENERATION]	= "generation",
+	[SPMU_F_INTERVENTIONS]	= "interventions",
+	[SPMU_F_KVM_DEFERRALS]	= "kvm_deferrals",
+	[SPMU_F_CHECKS]		= "checks",
+};
+
+struct spmu_cpu_attr {
+	struct device_attribute dattr;
+	unsigned int cpu;
+	enum spmu_cpu_field field;
+};
+
+struct spmu_cpu_dir {
+	char name[16];
+	struct attribute_group group;
+	struct attribute *attrs[SPMU_F_NR + 1];
+	struct spmu_cpu_attr attr[SPMU_F_NR];
+};
+
+static struct spmu_cpu_dir *spmu_cpu_dirs;
+
+/* The counters of slots 1.., in the order of the driver's events. */
+static int spmu_emit_event_index(const struct spmu_pcpu *c, char *buf)
+{
+	unsigned int i, nr = spmu_counters_nr_slots();
+	int len = 0;
+
+	for (i = SPMU_SLOT_CYCLES + 1; i < nr; i++)
+		len += sysfs_emit_at(buf, len, "%s%d", len ? " " : "",
+				     READ_ONCE(c->index[i]));
+	return len + sysfs_emit_at(buf, len, "\n");
+}
+
+static ssize_t spmu_cpu_show(struct device *dev, struct device_attribute *da,
+			     char *buf)
+{
+	const struct spmu_cpu_attr *a =
+		container_of(da, struct spmu_cpu_attr, dattr);
+	const struct spmu_pcpu *c = spmu_counters_cpu(a->cpu);
+
+	switch (a->field) {
+	case SPMU_F_CYCLE_INDEX:
+		return sysfs_emit(buf, "%d\n", spmu_counters_nr_slots() ?
+				  READ_ONCE(c->index[SPMU_SLOT_CYCLES]) :
+				  SPMU_NO_INDEX);
+	case SPMU_F_EVENT_INDEX:
+		return spmu_emit_event_index(c, buf);
+	case SPMU_F_GENERATION:
+		return sysfs_emit(buf, "%lu\n", READ_ONCE(c->generation));
+	case SPMU_F_INTERVENTIONS:
+		return sysfs_emit(buf, "%lu\n", READ_ONCE(c->interventions));
+	case SPMU_F_KVM_DEFERRALS:
+		return sysfs_emit(buf, "%lu\n", READ_ONCE(c->kvm_deferrals));
+	case SPMU_F_CHECKS:
+		return sysfs_emit(buf, "%lu\n", READ_ONCE(c->checks));
+	default:
+		return -EINVAL;
+	}
+}
+
+static void spmu_cpu_dir_init(struct spmu_cpu_dir *d, unsigned int cpu)
+{
+	struct spmu_cpu_attr *a;
+	unsigned int f;
+
+	snprintf(d->name, sizeof(d->name), "cpu%u", cpu);
+	for (f = 0; f < SPMU_F_NR; f++) {
+		a = &d->attr[f];
+		sysfs_attr_init(&a->dattr.attr);
+		a->dattr.attr.name = spmu_cpu_field_names[f];
+		a->dattr.attr.mode = 0444;
+		a->dattr.show = spmu_cpu_show;
+		a->cpu = cpu;
+		a->field = f;
+		d->attrs[f] = &a->dattr.attr;
+	}
+	d->attrs[SPMU_F_NR] = NULL;
+	d->group.name = d->name;
+	d->group.attrs = d->attrs;
+}
+
+static void spmu_cpu_dirs_remove(struct device *dev)
+{
+	unsigned int cpu;
+
+	if (!spmu_cpu_dirs)
+		return;
+	for_each_possible_cpu(cpu)
+		if (spmu_cpu_dirs[cpu].group.name)
+			sysfs_remove_group(&dev->kobj, &spmu_cpu_dirs[cpu].group);
+	kfree(spmu_cpu_dirs);
+	spmu_cpu_dirs = NULL;
+}
+
+static int spmu_cpu_dirs_add(struct device *dev)
+{
+	struct spmu_cpu_dir *d;
+	unsigned int cpu;
+	int err;
+
+	spmu_cpu_dirs = kcalloc(nr_cpu_ids, sizeof(*spmu_cpu_dirs), GFP_KERNEL);
+	if (!spmu_cpu_dirs)
+		return -ENOMEM;
+	for_each_possible_cpu(cpu) {
+		d = &spmu_cpu_dirs[cpu];
+		spmu_cpu_dir_init(d, cpu);
+		err = sysfs_create_group(&dev->kobj, &d->group);
+		if (err) {
+			d->group.name = NULL;
+			return err;
+		}
+	}
+	return 0;
+}
+
 static void spmu_dev_release(struct device *dev)
 {
 	kfree(dev);
@@ -32,7 +216,7 @@ static void spmu_dev_release(struct device *dev)
  * @groups: NULL-terminated attribute groups of the device
  *
  * The groups are created together with the device, so user space never
- * sees the device without its attributes.
+ * sees the device without its attributes; the cpuN directories follow.
  *
  * Return: 0 or a negative errno; on error nothing is left registered.
  */
@@ -65,7 +249,13 @@ int spmu_sysfs_register(const struct attribute_group **groups)
 		goto err_subsys;
 	}
 	spmu_dev = dev;
-	return 0;
+
+	err = spmu_cpu_dirs_add(dev);
+	if (err) {
+		pr_err("cannot create the per-CPU directories (%d)\n", err);
+		spmu_sysfs_unregister();
+	}
+	return err;
 
 err_subsys:
 	bus_unregister(&spmu_subsys);
@@ -74,6 +264,7 @@ err_subsys:
 
 void spmu_sysfs_unregister(void)
 {
+	spmu_cpu_dirs_remove(spmu_dev);
 	device_unregister(spmu_dev);
 	spmu_dev = NULL;
 	/* Also removes the subsystem's root device under devices/system. */

@@ -8,6 +8,9 @@
 
 struct attribute_group;
 
+/* generation, cpus, recheck_ms: for each driver's groups array. */
+extern const struct attribute_group spmu_common_group;
+
 int spmu_sysfs_register(const struct attribute_group **groups);
 void spmu_sysfs_unregister(void);
 

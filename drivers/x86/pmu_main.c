@@ -61,7 +61,16 @@ static struct attribute *spmu_x86_attrs[] = {
 	&dev_attr_events_unavailable.attr,
 	NULL
 };
-ATTRIBUTE_GROUPS(spmu_x86);
+
+static const struct attribute_group spmu_x86_group = {
+	.attrs = spmu_x86_attrs,
+};
+
+static const struct attribute_group *spmu_x86_groups[] = {
+	&spmu_common_group,
+	&spmu_x86_group,
+	NULL
+};
 
 static int __init spmu_init(void)
 {

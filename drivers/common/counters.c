@@ -1,0 +1,296 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * simple-pmu: the lifecycle of the perf kernel counters both drivers hold.
+ *
+ * As kernel/watchdog_perf.c: one perf_event_attr per slot built once, a
+ * pinned per-CPU kernel counter created from the CPU-online callback
+ * (CPUHP_AP_ONLINE_DYN, which also runs for every online CPU at load) and
+ * released from its teardown. No PMU register is written here; perf owns
+ * the hardware and we own only our events.
+ *
+ * Where perf placed an event is read on the owning CPU with interrupts
+ * off, right after creation and then from a deferrable per-CPU timer:
+ * perf may move a pinned event when it reschedules (another pinned
+ * CPU-wide event enabled before ours in its list) and gives no callback.
+ * Each change gets a new generation number, unique across CPUs and module
+ * loads, so user space can tell that two readings do not belong together.
+ */
+
+#define pr_fmt(fmt) "simple-pmu: " fmt
+
+#include <linux/atomic.h>
+#include <linux/cpu.h>
+#include <linux/cpuhotplug.h>
+#include <linux/err.h>
+#include <linux/irqflags.h>
+#include <linux/jiffies.h>
+#include <linux/percpu.h>
+#include <linux/printk.h>
+#include <linux/timekeeping.h>
+
+#include "compat.h"
+#include "drivers/common/counters.h"
+
+unsigned int spmu_recheck_ms = 100;
+bool spmu_user_access = true;
+
+static DEFINE_PER_CPU(struct spmu_pcpu, spmu_pcpus);
+static struct spmu_counter_set spmu_set;
+static struct spmu_counter_set spmu_prev_set;
+static enum cpuhp_state spmu_hp_state;
+static bool spmu_started;
+static atomic_long_t spmu_generation;
+
+/* While spmu_counters_start() runs the callbacks: did any CPU get events? */
+static bool spmu_start_created;
+static long spmu_start_err;
+
+static void spmu_new_generation(struct spmu_pcpu *c)
+{
+	WRITE_ONCE(c->generation, atomic_long_inc_return(&spmu_generation));
+}
+
+/*
+ * Our 32-bit counters are sampling events with a period of half their
+ * range: perf then calls us each time it reloads one (non-sampling
+ * events are reloaded silently), and a delta across that reload would be
+ * off by 2^31. A new generation tells user space so.
+ */
+static void spmu_overflow(struct perf_event *event,
+			  struct perf_sample_data *data, struct pt_regs *regs)
+{
+	spmu_new_generation(this_cpu_ptr(&spmu_pcpus));
+}
+
+/* This CPU, interrupts off: publish where each event counts now. */
+static void spmu_update_placement(struct spmu_pcpu *c)
+{
+	bool placed = spmu_set.nr > 0, changed = false;
+	struct perf_event *event;
+	unsigned int i;
+	int idx;
+
+	for (i = 0; i < spmu_set.nr; i++) {
+		idx = SPMU_NO_INDEX;
+		event = c->event[i];
+		if (event && READ_ONCE(event->state) == PERF_EVENT_STATE_ACTIVE)
+			idx = spmu_arch_counter_index(event);
+		if (idx == SPMU_NO_INDEX)
+			placed = false;
+		if (idx != c->index[i]) {
+			WRITE_ONCE(c->index[i], idx);
+			changed = true;
+		}
+	}
+	if (changed || placed != c->placed)
+		spmu_new_generation(c);
+	c->placed = placed;
+}
+
+static void spmu_check(struct spmu_pcpu *c, enum spmu_check_cause cause)
+{
+	if (cause == SPMU_CHECK_TIMER)
+		WRITE_ONCE(c->checks, c->checks + 1);
+	spmu_update_placement(c);
+	if (spmu_arch_sync_access(c, cause))
+		WRITE_ONCE(c->interventions, c->interventions + 1);
+}
+
+/**
+ * spmu_counters_check_this_cpu() - look at this CPU's events and access
+ * @cause: what prompted the look (the CPU PM notifier, a settings change)
+ *
+ * Any context; a no-op on a CPU that has no events of ours.
+ */
+void spmu_counters_check_this_cpu(enum spmu_check_cause cause)
+{
+	struct spmu_pcpu *c;
+	unsigned long flags;
+
+	local_irq_save(flags);
+	c = this_cpu_ptr(&spmu_pcpus);
+	if (c->online)
+		spmu_check(c, cause);
+	local_irq_restore(flags);
+}
+
+/* Deferrable: it never wakes an idle CPU, where nobody reads counters. */
+static void spmu_timer_fn(struct timer_list *t)
+{
+	struct spmu_pcpu *c = container_of(t, struct spmu_pcpu, timer);
+
+	spmu_counters_check_this_cpu(SPMU_CHECK_TIMER);
+	if (READ_ONCE(c->online))
+		mod_timer(t, jiffies + msecs_to_jiffies(spmu_recheck_ms));
+}
+
+/* cpuhp startup callback: runs on @cpu, in process context. */
+static int spmu_cpu_online(unsigned int cpu)
+{
+	struct spmu_pcpu *c = per_cpu_ptr(&spmu_pcpus, cpu);
+	struct perf_event_attr *attr;
+	struct perf_event *event;
+	unsigned long flags;
+	unsigned int i;
+
+	for (i = 0; i < spmu_set.nr; i++) {
+		attr = &spmu_set.attr[i];
+		event = perf_event_create_kernel_counter(attr, cpu, NULL,
+							 attr->sample_period ?
+							 spmu_overflow : NULL,
+							 NULL);
+		if (IS_ERR(event)) {
+			pr_err("cpu%u: perf refused event %#llx: %ld; user access stays closed there\n",
+			       cpu, attr->config, PTR_ERR(event));
+			if (!spmu_start_err)
+				spmu_start_err = PTR_ERR(event);
+			event = NULL;
+		} else {
+			spmu_start_created = true;
+		}
+		c->event[i] = event;
+	}
+
+	local_irq_save(flags);
+	for (i = 0; i < SPMU_MAX_SLOTS; i++)
+		WRITE_ONCE(c->index[i], SPMU_NO_INDEX);
+	c->placed = false;
+	c->granted = false;
+	spmu_update_placement(c);
+	spmu_new_generation(c);
+	WRITE_ONCE(c->online, true);
+	spmu_check(c, SPMU_CHECK_ONLINE);
+	local_irq_restore(flags);
+
+	/* A pinned event perf cannot schedule goes to ERROR without a word. */
+	if (!c->placed)
+		pr_warn("cpu%u: not every event is counting at a counter user space can read; user access stays closed there (cpu%u/cycle_index, event_index)\n",
+			cpu, cpu);
+
+	timer_setup(&c->timer, spmu_timer_fn, TIMER_DEFERRABLE | TIMER_PINNED);
+	c->timer.expires = jiffies + msecs_to_jiffies(spmu_recheck_ms);
+	add_timer_on(&c->timer, cpu);
+	return 0;
+}
+
+/* cpuhp teardown callback: runs on @cpu, on unplug and on unload. */
+static int spmu_cpu_offline(unsigned int cpu)
+{
+	struct spmu_pcpu *c = per_cpu_ptr(&spmu_pcpus, cpu);
+	unsigned long flags;
+	unsigned int i;
+
+	local_irq_save(flags);
+	WRITE_ONCE(c->online, false);
+	/* Access goes before the events it reads. */
+	spmu_arch_revoke(c);
+	for (i = 0; i < SPMU_MAX_SLOTS; i++)
+		WRITE_ONCE(c->index[i], SPMU_NO_INDEX);
+	c->placed = false;
+	spmu_new_generation(c);
+	local_irq_restore(flags);
+
+	spmu_timer_delete_sync(&c->timer);
+	for (i = 0; i < SPMU_MAX_SLOTS; i++) {
+		if (c->event[i])
+			perf_event_release_kernel(c->event[i]);
+		c->event[i] = NULL;
+	}
+	return 0;
+}
+
+/**
+ * spmu_counters_start() - take @set's events on every CPU, now and later
+ * @set: the events, attributes complete
+ *
+ * Return: 0, or a negative errno when perf gave no CPU any of them (no
+ * PMU driver, for one); then nothing is held.
+ */
+int spmu_counters_start(const struct spmu_counter_set *set)
+{
+	int ret;
+
+	if (WARN_ON_ONCE(spmu_started || set->nr > SPMU_MAX_SLOTS))
+		return -EINVAL;
+	/* Unique across loads too: a reading never matches a stale one. */
+	if (!atomic_long_read(&spmu_generation))
+		atomic_long_set(&spmu_generation, ktime_get_boottime_ns());
+	spmu_set = *set;
+	spmu_start_created = false;
+	spmu_start_err = 0;
+	ret = cpuhp_setup_state(CPUHP_AP_ONLINE_DYN, "simple-pmu:online",
+				spmu_cpu_online, spmu_cpu_offline);
+	if (ret < 0)
+		return ret;
+	spmu_hp_state = ret;
+	spmu_started = true;
+	if (!spmu_start_created && set->nr) {
+		spmu_counters_stop();
+		return spmu_start_err ?: -ENODEV;
+	}
+	return 0;
+}
+
+/* Release every event; user access is closed first on each CPU. */
+void spmu_counters_stop(void)
+{
+	if (!spmu_started)
+		return;
+	cpuhp_remove_state(spmu_hp_state);
+	spmu_started = false;
+}
+
+/**
+ * spmu_counters_replace() - hold @set's events instead of the current ones
+ * @set: the new events
+ *
+ * Caller serialises. User access closes on every CPU while the events are
+ * exchanged. On failure the previous events are taken again.
+ *
+ * Return: 0 or the negative errno of the failed start.
+ */
+int spmu_counters_replace(const struct spmu_counter_set *set)
+{
+	int ret, err;
+
+	spmu_prev_set = spmu_set;
+	spmu_counters_stop();
+	ret = spmu_counters_start(set);
+	if (ret) {
+		err = spmu_counters_start(&spmu_prev_set);
+		if (err)
+			pr_err("cannot take the previous events back either (%d); no counters held until the settings are written again\n",
+			       err);
+	}
+	return ret;
+}
+
+unsigned int spmu_counters_nr_slots(void)
+{
+	return spmu_set.nr;
+}
+
+const struct spmu_pcpu *spmu_counters_cpu(unsigned int cpu)
+{
+	return per_cpu_ptr(&spmu_pcpus, cpu);
+}
+
+unsigned long spmu_counters_generation(void)
+{
+	return atomic_long_read(&spmu_generation);
+}
+
+/* CPUs whose counters user space may read now. */
+void spmu_counters_placed_cpus(struct cpumask *mask)
+{
+	const struct spmu_pcpu *c;
+	unsigned int cpu;
+
+	cpumask_clear(mask);
+	for_each_online_cpu(cpu) {
+		c = per_cpu_ptr(&spmu_pcpus, cpu);
+		if (READ_ONCE(c->online) && READ_ONCE(c->placed) &&
+		    READ_ONCE(c->granted))
+			cpumask_set_cpu(cpu, mask);
+	}
+}

@@ -1,0 +1,91 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * simple-pmu: counters taken from perf, shared by both drivers.
+ *
+ * The driver owns no PMU register that perf owns. On every online CPU it
+ * holds one pinned per-CPU kernel event per slot (slot 0: core cycles,
+ * then the configured events), made with perf_event_create_kernel_counter()
+ * as kernel/watchdog_perf.c does, so perf never gives those counters to
+ * anyone else and never has its own counts touched. What is left to the
+ * driver: finding out where perf placed each event, publishing that with a
+ * generation number, and opening user access to it (the arch hooks below).
+ */
+#ifndef SIMPLE_PMU_COUNTERS_H
+#define SIMPLE_PMU_COUNTERS_H
+
+#include <linux/perf_event.h>
+#include <linux/timer.h>
+#include <linux/types.h>
+
+/* Core cycles plus up to 31 events (arm64 has at most 31 event counters). */
+#define SPMU_MAX_SLOTS		32
+#define SPMU_SLOT_CYCLES	0
+/* A slot whose event is not counting at a known counter. */
+#define SPMU_NO_INDEX		(-1)
+
+#define SPMU_RECHECK_MS_MIN	10
+#define SPMU_RECHECK_MS_MAX	10000
+
+/* The events every CPU gets, built once by the arch from the settings. */
+struct spmu_counter_set {
+	unsigned int nr;
+	struct perf_event_attr attr[SPMU_MAX_SLOTS];
+};
+
+/*
+ * One CPU's share. Written only on that CPU with interrupts off (cpuhp
+ * callbacks, the timer, the CPU PM notifier), read anywhere (sysfs).
+ */
+struct spmu_pcpu {
+	struct perf_event *event[SPMU_MAX_SLOTS];
+	/* Published: the counter user space reads for each slot, or -1. */
+	int index[SPMU_MAX_SLOTS];
+	/* Changes whenever index[] or a counter's value base changes. */
+	unsigned long generation;
+	/* Every slot counts at a known counter: user access may be open. */
+	bool placed;
+	/* Between our online and offline callbacks. */
+	bool online;
+	/* Arch: user access is open on this CPU because we opened it. */
+	bool granted;
+	unsigned long interventions;	/* user access found revoked, reopened */
+	unsigned long kvm_deferrals;	/* checks skipped: a vCPU was loaded */
+	unsigned long checks;		/* timer callbacks that ran */
+	struct timer_list timer;
+};
+
+/* Why a CPU's state is looked at; the arch counts interventions by it. */
+enum spmu_check_cause {
+	SPMU_CHECK_ONLINE,
+	SPMU_CHECK_TIMER,
+	SPMU_CHECK_PM_EXIT,
+	SPMU_CHECK_SETTINGS,
+};
+
+extern unsigned int spmu_recheck_ms;
+extern bool spmu_user_access;
+
+int spmu_counters_start(const struct spmu_counter_set *set);
+void spmu_counters_stop(void);
+int spmu_counters_replace(const struct spmu_counter_set *set);
+void spmu_counters_check_this_cpu(enum spmu_check_cause cause);
+unsigned int spmu_counters_nr_slots(void);
+const struct spmu_pcpu *spmu_counters_cpu(unsigned int cpu);
+unsigned long spmu_counters_generation(void);
+void spmu_counters_placed_cpus(struct cpumask *mask);
+
+/*
+ * Arch hooks, called on the CPU concerned with interrupts off.
+ *
+ * spmu_arch_counter_index(): the counter user space reads for @event, an
+ * ACTIVE event of this CPU; SPMU_NO_INDEX if it cannot be read directly.
+ * spmu_arch_sync_access(): open user access if @c->placed and user access
+ * is wanted, close what we opened otherwise; return true if access had
+ * been revoked behind our back and was reopened (an intervention).
+ * spmu_arch_revoke(): close what we opened, before the events go.
+ */
+int spmu_arch_counter_index(struct perf_event *event);
+bool spmu_arch_sync_access(struct spmu_pcpu *c, enum spmu_check_cause cause);
+void spmu_arch_revoke(struct spmu_pcpu *c);
+
+#endif /* SIMPLE_PMU_COUNTERS_H */
