@@ -13,15 +13,57 @@ kernel_log_clean() {
 	[ -z "$bad" ] || fail "kernel log: $bad"
 }
 
-# Counter index holding event $1 (e.g. 0x0008), from event_counters "IDX:0xEVENT ...".
-event_index() {
-	for pair in $(cat $SYSFS/event_counters); do
-		[ $((${pair#*:})) -eq $(($1)) ] && { echo "${pair%%:*}"; return 0; }
-	done
-	return 1
+# CPU $1's published counter for cycles (slot 0) or the k-th event (slot k).
+published() {
+	if [ "$2" -eq 0 ]; then
+		cat $SYSFS/cpu$1/cycle_index
+	else
+		cut -d' ' -f"$2" $SYSFS/cpu$1/event_index
+	fi
 }
 
-# The perf= intervention count of CPU $1, from "cpuN hotplug=H pm=P perf=F" lines.
-interventions() {
-	grep "^cpu$1 " $SYSFS/interventions | tr ' ' '\n' | grep "^$2=" | cut -d= -f2
+cpu_attr() { # CPU ATTR
+	cat $SYSFS/cpu$1/$2
+}
+
+cpu_list() {
+	seq 0 $(($(nproc) - 1))
+}
+
+# Under -icount shift=0, QEMU's INST_RETIRED is its global instruction count and
+# PMCCNTR its virtual clock: whatever the other vCPU executes during a window lands
+# in it (README, Known problem). So a batch with a window off upwards, by a bounded
+# amount, is QEMU's and is run again, at most three times; a count below the
+# expected one, or off by more than $EXACT_BOUND, fails at once.
+EXACT_BOUND=20000
+
+# exact_batch LABEL WANT CMD...: CMD prints one count per line; all must be WANT.
+exact_batch() {
+	label=$1 want=$2
+	shift 2
+	for try in 1 2 3; do
+		out=$("$@") || fail "$label: $* failed: $out"
+		[ -n "$out" ] || fail "$label: $* printed no count"
+		bad=""
+		for v in $out; do
+			[ "$v" -lt "$want" ] && fail "$label: $v, fewer than the $want expected"
+			[ "$v" -gt $((want + EXACT_BOUND)) ] && fail "$label: $v, more than $EXACT_BOUND above $want"
+			[ "$v" -ne "$want" ] && bad="$bad +$((v - want))"
+		done
+		[ -z "$bad" ] && { echo "$label: $want on every run (try $try)"; return 0; }
+		echo "$label: try $try disturbed:$bad (QEMU: the other vCPU's work); again"
+	done
+	fail "$label: no undisturbed batch in 3 tries"
+}
+
+# Exact counts through CPU $1's published counters (pmuwin's direct reads): the
+# same for every window of n=1000 (2000 loop instructions plus a small constant
+# of the read path), and exactly 200000 more for n=101000.
+pmuwin_exact() {
+	base=$(pmuwin exact $1 3 | sed -n 's/^n=1000 insns=\([0-9]*\).*/\1/p' | sort -n | head -n 1)
+	[ -n "$base" ] || fail "pmuwin exact on cpu$1: $(pmuwin exact $1 1)"
+	[ "$base" -ge 2000 ] && [ "$base" -lt 2064 ] || fail "cpu$1: $base instructions for a 2000-instruction loop"
+	pmuwin exact $1 3 | grep -q 'gen=changed' && fail "cpu$1: generation changed inside a quiet window"
+	exact_batch "cpu$1 n=1000" $base sh -c "pmuwin exact $1 10 | sed -n 's/^n=1000 insns=\([0-9]*\).*/\1/p'"
+	exact_batch "cpu$1 n=101000" $((base + 200000)) sh -c "pmuwin exact $1 10 | sed -n 's/^n=101000 insns=\([0-9]*\).*/\1/p'"
 }

@@ -79,6 +79,59 @@ static inline int spmu_try_pmccntr(uint64_t *v)
 	__asm__ __volatile__("isb\n\tmrs %0, pmccntr_el0" : "=r" (*v) : : "memory");
 	return 0;
 }
+
+#define SPMU_SYSFS "/sys/devices/system/simple-pmu/simple-pmu0"
+#define SPMU_CYCLE_COUNTER 31
+
+/* A sysfs attribute of the driver (path relative to SPMU_SYSFS) into buf. */
+static inline int spmu_sysfs_read(const char *rel, char *buf, size_t size)
+{
+	char path[256];
+	FILE *f;
+	size_t n;
+
+	snprintf(path, sizeof(path), "%s/%s", SPMU_SYSFS, rel);
+	f = fopen(path, "r");
+	if (!f)
+		return -1;
+	n = fread(buf, 1, size - 1, f);
+	fclose(f);
+	buf[n] = '\0';
+	return 0;
+}
+
+/*
+ * The published counter of CPU @cpu: slot 0 is cycle_index, slot k > 0 the
+ * k-th entry of event_index. -2 if the driver does not say.
+ */
+static inline int spmu_published_index(int cpu, int slot)
+{
+	char rel[64], buf[512], *p = buf, *end;
+	long v = -2;
+	int i;
+
+	snprintf(rel, sizeof(rel), "cpu%d/%s", cpu, slot ? "event_index" : "cycle_index");
+	if (spmu_sysfs_read(rel, buf, sizeof(buf)))
+		return -2;
+	for (i = 0; i < (slot ? slot : 1); i++) {
+		errno = 0;
+		v = strtol(p, &end, 10);
+		if (end == p || errno)
+			return -2;
+		p = end;
+	}
+	return (int)v;
+}
+
+static inline unsigned long long spmu_cpu_generation(int cpu)
+{
+	char rel[64], buf[64];
+
+	snprintf(rel, sizeof(rel), "cpu%d/generation", cpu);
+	if (spmu_sysfs_read(rel, buf, sizeof(buf)))
+		return 0;
+	return strtoull(buf, NULL, 10);
+}
 #endif
 
 #endif /* SPMU_GUESTLIB_H */

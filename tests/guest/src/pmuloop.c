@@ -1,8 +1,11 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
- * pmuloop IDX N [RUNS]: on CPU 0, select event counter IDX (PMSELR_EL0, allowed
- * at EL0 with PMUSERENR.ER) and measure spmu_measure's loop of N iterations
- * RUNS times (default 3). One line per run: "insns=I cycles=C".
+ * pmuloop CPU IDX N [RUNS [GAP_MS]]: on CPU, select event counter IDX once
+ * (PMSELR_EL0, which EL0 may write with PMUSERENR.ER) and measure
+ * spmu_measure's loop of N iterations RUNS times (default 3), busy for
+ * GAP_MS milliseconds between runs (default 0): a driver that used PMSELR
+ * itself in between would change what PMXEVCNTR_EL0 reads. One line per
+ * run: "insns=I cycles=C" (cycles: PMCCNTR_EL0).
  */
 #include "guestlib.h"
 #include "arm64_loop.h"
@@ -10,22 +13,26 @@
 int main(int argc, char **argv)
 {
 #if defined(__aarch64__)
-	long idx, n, i;
-	volatile long runs = 3;
+	long cpu, idx, n, i;
+	volatile long runs = 3, gap_ms = 0;
+	uint64_t until;
 
-	if (argc < 3) {
-		fprintf(stderr, "usage: pmuloop IDX N [RUNS]\n");
+	if (argc < 4) {
+		fprintf(stderr, "usage: pmuloop CPU IDX N [RUNS [GAP_MS]]\n");
 		return 2;
 	}
-	idx = spmu_arg(argv[1], "counter index");
-	n = spmu_arg(argv[2], "iterations");
-	if (argc > 3)
-		runs = spmu_arg(argv[3], "runs");
+	cpu = spmu_arg(argv[1], "cpu");
+	idx = spmu_arg(argv[2], "counter index");
+	n = spmu_arg(argv[3], "iterations");
+	if (argc > 4)
+		runs = spmu_arg(argv[4], "runs");
+	if (argc > 5)
+		gap_ms = spmu_arg(argv[5], "gap");
 	if (n < 1 || idx < 0 || idx > 30) {
 		fprintf(stderr, "out of range\n");
 		return 2;
 	}
-	if (spmu_pin(0)) {
+	if (spmu_pin((int)cpu)) {
 		perror("pmuloop: pin");
 		return 2;
 	}
@@ -40,6 +47,10 @@ int main(int argc, char **argv)
 
 		printf("insns=%llu cycles=%llu\n", (unsigned long long)insns,
 		       (unsigned long long)cycles);
+		fflush(stdout);
+		until = spmu_now_ns() + (uint64_t)gap_ms * 1000000ull;
+		while (spmu_now_ns() < until)
+			;
 	}
 	return 0;
 #else

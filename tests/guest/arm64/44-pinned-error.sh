@@ -1,0 +1,29 @@
+# When perf cannot place the driver's pinned events (seven pinned CPU-wide perf
+# events hold PMCCNTR and all six event counters of cpu1), they go to ERROR without
+# a word from perf: the driver says so (one line, cycle_index -1), keeps user
+# access closed there (SIGILL, not someone else's counter), serves the other CPU,
+# and places them again when its events are rewritten.
+. /tests/lib.sh
+[ -d /sys/module/simple_pmu ] && rmmod $MOD
+rm -f /tmp/ctl.in /tmp/ctl.out
+mkfifo /tmp/ctl.in /tmp/ctl.out
+perfhold 1 7 on < /tmp/ctl.in > /tmp/ctl.out &
+exec 3>/tmp/ctl.in 4</tmp/ctl.out
+read -r l <&4; [ "$l" = "opened 7" ] || fail "perfhold: $l"
+echo state >&3; read -r l <&4; [ "$l" = "running=7 of 7" ] || fail "perfhold: $l"
+dmesg -c >/dev/null
+modprobe $MOD || fail "modprobe"
+line=$(dmesg | grep 'simple-pmu: cpu1: not every event' | head -n 1)
+[ -n "$line" ] || fail "no line about cpu1's events: $(dmesg | tail -n 3)"
+[ "$(published 1 0)" = -1 ] || fail "cpu1 cycle_index $(published 1 0), want -1"
+[ "$(cat $SYSFS/cpus)" = 0 ] || fail "cpus $(cat $SYSFS/cpus), want 0"
+pmuread 1 | grep -q result=sigill || fail "cpu1 readable with no counters placed"
+pmuread 0 >/dev/null || fail "cpu0 not readable"
+echo quit >&3; wait
+exec 3>&- 4<&-
+echo 0x8 > $SYSFS/events || fail "rewriting events"
+[ "$(published 1 0)" = 31 ] || fail "after rewrite: cpu1 cycle_index $(published 1 0)"
+pmuread 1 >/dev/null || fail "cpu1 not readable after rewrite"
+rmmod $MOD || fail "rmmod"
+kernel_log_clean
+echo "ERROR state reported (${line#*] }), cpu1 closed, placed again after events rewrite"

@@ -1,0 +1,174 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * perfcoexist CPU N PHASE...: perf's own numbers judge simple-pmu.
+ *
+ * On CPU, two perf groups stay open for the whole run, both counting
+ * cycles and instructions in user space: a pinned CPU-wide group (as
+ * perf stat -a opens it) and a per-task group of this thread. Each PHASE
+ * is NAME:COMMAND. The command runs first (system(), on this CPU, between
+ * windows), then five windows of spmu_spin(N), each between two reads of
+ * both groups. A PHASE whose NAME starts with "during" runs its command in
+ * a child on another CPU instead, while windows are measured until it
+ * ends: the module changes state inside those windows.
+ *
+ * Output, one line per phase, each count as MIN..MAX over its windows:
+ *   phase=P rc=R windows=W cpu_insns=A..B cpu_cycles=A..B task_insns=A..B
+ *     task_cycles=A..B cpu_before=X cpu_after=Y lost_ns=L
+ * cpu_before/after: the CPU-wide instruction count before the command and
+ * after the phase; lost_ns: how much less the CPU-wide group has run than
+ * it was enabled (0 for a pinned group nobody took the counters from).
+ */
+#include "guestlib.h"
+#include "arm64_loop.h"
+
+#include <linux/perf_event.h>
+#include <sys/ioctl.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#if defined(__aarch64__)
+struct group_read {
+	uint64_t nr, enabled, running, cycles, insns;
+};
+
+static int open_group(pid_t pid, int cpu, int pinned, int *member)
+{
+	struct perf_event_attr attr;
+	int leader;
+
+	memset(&attr, 0, sizeof(attr));
+	attr.size = sizeof(attr);
+	attr.type = PERF_TYPE_HARDWARE;
+	attr.config = PERF_COUNT_HW_CPU_CYCLES;
+	attr.pinned = pinned;
+	attr.exclude_kernel = 1;
+	attr.exclude_hv = 1;
+	attr.read_format = PERF_FORMAT_GROUP | PERF_FORMAT_TOTAL_TIME_ENABLED |
+			   PERF_FORMAT_TOTAL_TIME_RUNNING;
+	leader = (int)syscall(SYS_perf_event_open, &attr, pid, cpu, -1, 0);
+	if (leader < 0)
+		return -1;
+	attr.config = PERF_COUNT_HW_INSTRUCTIONS;
+	attr.pinned = 0;
+	*member = (int)syscall(SYS_perf_event_open, &attr, pid, cpu, leader, 0);
+	return *member < 0 ? -1 : leader;
+}
+
+static void read_group(int fd, struct group_read *r)
+{
+	if (read(fd, r, sizeof(*r)) != sizeof(*r)) {
+		perror("perfcoexist: read");
+		exit(2);
+	}
+}
+
+static int cpu_fd, task_fd;
+
+/* Smallest and largest of each count over a phase's windows. */
+struct span {
+	uint64_t min[4], max[4], windows;
+};
+
+static void window(struct span *sp, uint64_t n)
+{
+	struct group_read c0, t0, c1, t1;
+	uint64_t d[4];
+	int k;
+
+	read_group(cpu_fd, &c0);
+	read_group(task_fd, &t0);
+	spmu_spin(n);
+	read_group(cpu_fd, &c1);
+	read_group(task_fd, &t1);
+	d[0] = c1.insns - c0.insns;
+	d[1] = c1.cycles - c0.cycles;
+	d[2] = t1.insns - t0.insns;
+	d[3] = t1.cycles - t0.cycles;
+	for (k = 0; k < 4; k++) {
+		if (!sp->windows || d[k] < sp->min[k])
+			sp->min[k] = d[k];
+		if (!sp->windows || d[k] > sp->max[k])
+			sp->max[k] = d[k];
+	}
+	sp->windows++;
+}
+
+static int run_phase(const char *spec, int cpu, uint64_t n)
+{
+	char name[64], *colon = strchr(spec, ':');
+	struct group_read before, after;
+	struct span sp = { 0 };
+	int i, rc = 0, status;
+	pid_t child;
+
+	if (!colon || colon - spec >= (long)sizeof(name)) {
+		fprintf(stderr, "perfcoexist: phase %s is not NAME:COMMAND\n", spec);
+		return -1;
+	}
+	memcpy(name, spec, colon - spec);
+	name[colon - spec] = '\0';
+	read_group(cpu_fd, &before);
+	if (!strncmp(name, "during", 6)) {
+		fflush(stdout);
+		child = fork();
+		if (child == 0) {
+			spmu_pin(cpu ? 0 : 1);
+			_exit(system(colon + 1) ? 1 : 0);
+		}
+		do {
+			window(&sp, n);
+		} while (waitpid(child, &status, WNOHANG) == 0);
+		rc = WIFEXITED(status) ? WEXITSTATUS(status) : 128;
+	} else {
+		if (*(colon + 1))
+			rc = system(colon + 1) ? 1 : 0;
+		for (i = 0; i < 5; i++)
+			window(&sp, n);
+	}
+	read_group(cpu_fd, &after);
+	printf("phase=%s rc=%d windows=%llu cpu_insns=%llu..%llu cpu_cycles=%llu..%llu task_insns=%llu..%llu task_cycles=%llu..%llu cpu_before=%llu cpu_after=%llu lost_ns=%llu\n",
+	       name, rc, (unsigned long long)sp.windows,
+	       (unsigned long long)sp.min[0], (unsigned long long)sp.max[0],
+	       (unsigned long long)sp.min[1], (unsigned long long)sp.max[1],
+	       (unsigned long long)sp.min[2], (unsigned long long)sp.max[2],
+	       (unsigned long long)sp.min[3], (unsigned long long)sp.max[3],
+	       (unsigned long long)before.insns, (unsigned long long)after.insns,
+	       (unsigned long long)(after.enabled - after.running));
+	fflush(stdout);
+	return rc;
+}
+#endif
+
+int main(int argc, char **argv)
+{
+#if defined(__aarch64__)
+	int cpu, i, member, bad = 0;
+	uint64_t n;
+
+	if (argc < 4) {
+		fprintf(stderr, "usage: perfcoexist CPU N NAME:COMMAND...\n");
+		return 2;
+	}
+	cpu = (int)spmu_arg(argv[1], "cpu");
+	n = (uint64_t)spmu_arg(argv[2], "iterations");
+	if (spmu_pin(cpu)) {
+		perror("perfcoexist: pin");
+		return 2;
+	}
+	cpu_fd = open_group(-1, cpu, 1, &member);
+	task_fd = open_group(0, -1, 0, &member);
+	if (cpu_fd < 0 || task_fd < 0) {
+		perror("perfcoexist: perf_event_open");
+		return 2;
+	}
+	for (i = 3; i < argc; i++)
+		if (run_phase(argv[i], cpu, n))
+			bad = 1;
+	return bad;
+#else
+	(void)argc;
+	(void)argv;
+	return spmu_unsupported_arch();
+#endif
+}
