@@ -15,33 +15,86 @@
  *   rdtsc(), rdtscp()    time-stamp counter, unordered / after prior work
  *   pin_cpu(), unpin_cpu()  keep the thread on one CPU while measuring
  *
+ * and two additions for the per-CPU state the driver publishes:
+ *
+ *   cycles_generation()  this CPU's generation: a measurement is valid only
+ *                        if it is the same before and after (below)
+ *   cycles_refresh()     forget what was read from sysfs and read it again
+ *                        (0; -1 if the driver publishes no placement, as
+ *                        without the module, and on x86, where the fixed
+ *                        counters need none)
+ *
  * x86-64: unhalted_core/insn_retired/unhalted_ref are RDPMC of the Intel
  * fixed counters 1/0/2; rdtsc/rdtscp the TSC. perfmon_available() returns
  * the architectural perfmon version (CPUID leaf 0xA).
  *
- * arm64: unhalted_core is PMCCNTR_EL0; insn_retired is the PMEVCNTR<n>_EL0
- * in which the driver counts INST_RETIRED (event 0x08), found in sysfs
- * (event_counters) and cached; it returns 0 if the driver counts no such
- * event. rdtsc, rdtscp and unhalted_ref read the generic timer CNTVCT_EL0
- * (CNTFRQ_EL0 Hz). perfmon_available() returns the PMU version (sysfs
- * pmu_version: 1 = PMUv3, 4 = v3p1, ...).
+ * arm64: the driver takes its counters from perf (pinned per-CPU events:
+ * CPU_CYCLES and the configured events, by default INST_RETIRED), and
+ * perf decides, per CPU, which hardware counter each one lands in. The
+ * driver publishes that in sysfs, per CPU:
+ *   cpuN/cycle_index   31 = PMCCNTR_EL0, 0..30 = PMEVCNTR<n>_EL0, -1 = none
+ *   cpuN/event_index   one such index per entry of `events`, same order
+ *   cpuN/generation    changes with any of them, when the CPU goes offline
+ *                      and online, when settings change, and when perf
+ *                      reloads a 32-bit counter
+ * unhalted_core() reads the counter at this CPU's cycle_index, and
+ * insn_retired() the one at the position of event 0x08 (INST_RETIRED) in
+ * event_index; it returns 0 if the driver counts no such event. Both read
+ * the register directly (mrs), never through PMSELR_EL0. sysfs is read
+ * once and cached: when every CPU has the same indices (the usual case) a
+ * read costs a compare and the mrs; otherwise it looks the current CPU up
+ * (sched_getcpu()) first. rdtsc, rdtscp and unhalted_ref read the generic
+ * timer CNTVCT_EL0 (CNTFRQ_EL0 Hz). perfmon_available() returns the PMU
+ * version (sysfs pmu_version: 1 = PMUv3, 4 = v3p1, ...) when the module is
+ * loaded, user_access is 1 and this CPU has a cycle counter (cycle_index
+ * >= 0); it re-reads the cached state.
+ *
+ * Widths (arm64): counter values belong to perf. PMCCNTR_EL0 (index 31) is
+ * 64 bits wide and starts near 2^63; an event counter is event_width bits
+ * (sysfs: 32, or 64 with PMUv3p5 long counters), and perf reloads a 32-bit
+ * one at 2^31 (a new generation). Only the difference of two readings taken
+ * within one generation means anything, taken modulo 2^width; for a 64-bit
+ * counter that is plain counter_t subtraction, for a 32-bit one mask it:
+ * (b - a) & 0xffffffff.
+ *
+ * Measuring (arm64; also right on x86, where generations rarely change):
+ *
+ *	pin_cpu(&old);
+ *	g = cycles_generation();	// also brings the cached indices of
+ *	a = insn_retired();		// this CPU up to date
+ *	work();
+ *	b = insn_retired();
+ *	if (cycles_generation() != g)	// moved, reloaded, CPU replugged,
+ *		retry or discard;	// settings changed: b - a is junk
+ *	unpin_cpu(&old);
+ *
+ * Nothing checks the generation on every read (that would be a system call
+ * per read): a program that reads without calling cycles_generation() or
+ * perfmon_available() keeps using the indices it read first, even after perf
+ * moved a counter. The cache is per translation unit and not locked: fill it
+ * (perfmon_available(), cycles_refresh()) before threads start reading.
  *
  * A counter read where user access is off faults (SIGSEGV on x86, SIGILL on
  * arm64), as in 2011: call perfmon_available() first. It never faults.
- * Counters are per CPU: pin the thread (pin_cpu) around a measurement.
+ * Counters are per CPU: pin the thread (pin_cpu) around a measurement. On
+ * arm64 a CPU whose cycle_index is -1 (the driver's events are not on a
+ * counter there, or the CPU is offline) has user access closed: a read
+ * there faults, or insn_retired() returns 0.
  *
  * arm64 and perf: whenever any perf event (perf stat, perf record, another
  * program's perf_event_open, even a failed trial of it) is scheduled on a
- * CPU, the kernel's arm_pmu driver clears PMUSERENR_EL0 there, and until
- * the module's periodic check puts user access back, reads on that CPU
- * die with SIGILL even though perfmon_available() says > 0: for up to
+ * CPU, the kernel (from 5.17) clears PMUSERENR_EL0 there, and until the
+ * module's deferrable timer opens user access again, reads on that CPU die
+ * with SIGILL even though perfmon_available() says > 0: for up to
  * 2 * recheck_ms (sysfs recheck_ms, default 100 ms) after perf stopped
- * using that CPU. Programs that use perf themselves should let that time
- * pass (or test a read in a child process) before reading; the Python
- * package's reads catch the fault instead (simple_pmu.CounterFault).
+ * using that CPU while the CPU is busy. sysfs `cpus` lists the CPUs where
+ * reads are allowed right now. Programs that use perf themselves should let
+ * that time pass (or test a read in a child process) before reading; the
+ * Python package's reads catch the fault instead (simple_pmu.CounterFault).
  *
  * Define _GNU_SOURCE before the first #include of the file that includes
- * this header (sched_getcpu() and the CPU_SET macros need it).
+ * this header (sched_getcpu() and the CPU_SET macros need it). Define
+ * CYCLES_SYSFS_DIR before including it to read another directory (tests).
  */
 #ifndef CYCLES_H
 #define CYCLES_H 1
@@ -54,8 +107,10 @@
 #define _GNU_SOURCE 1
 #endif
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <sched.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -67,12 +122,32 @@
 typedef unsigned long long counter_t;
 
 /* Present while the module is loaded; the 2011 path. */
+#ifndef CYCLES_SYSFS_DIR
 #define CYCLES_SYSFS_DIR	"/sys/devices/system/simple-pmu/simple-pmu0"
+#endif
 
 #define CYCLES_INLINE		inline __attribute__((always_inline))
 
 /* arm64 event counters are PMEVCNTR0_EL0..PMEVCNTR30_EL0. */
 #define CYCLES_MAX_EVENT_COUNTER	30
+/* Index 31 in cycle_index / event_index: PMCCNTR_EL0, always 64 bits. */
+#define CYCLES_CYCLE_COUNTER		31
+
+/* The architected INST_RETIRED event, counted by default by the driver. */
+#define CYCLES_EVENT_INST_RETIRED	0x08
+
+/* The cached index of a counter, when it is not a counter: */
+#define CYCLES_IDX_NONE		(-1)	/* none: not placed, not counted */
+#define CYCLES_IDX_UNKNOWN	(-2)	/* sysfs not read yet */
+#define CYCLES_IDX_PER_CPU	(-3)	/* CPUs differ: look this one up */
+
+/* CPUs the cache holds (pin_cpu()'s cpu_set_t holds as many). */
+#ifndef CYCLES_MAX_CPUS
+#define CYCLES_MAX_CPUS		CPU_SETSIZE
+#endif
+
+/* A CPU's placement is re-read this often when it changes while read. */
+#define CYCLES_READ_TRIES	4
 
 /*
  * Read a small sysfs file into buf as a NUL-terminated string without its
@@ -111,6 +186,18 @@ static inline int cycles_read_attr(const char *name, char *buf, size_t size)
 	return cycles_read_file(path, buf, size);
 }
 
+/* Attribute `name` of directory cpuN, as cycles_read_file(). */
+static inline int cycles_read_cpu_attr(int cpu, const char *name, char *buf,
+				       size_t size)
+{
+	char rel[64];
+	int n = snprintf(rel, sizeof(rel), "cpu%d/%s", cpu, name);
+
+	if (n < 0 || (size_t)n >= sizeof(rel))
+		return -1;
+	return cycles_read_attr(rel, buf, size);
+}
+
 /*
  * A decimal attribute; def if it is absent (an older driver), -1 if it
  * holds anything but a number.
@@ -129,34 +216,357 @@ static inline long cycles_attr_long(const char *name, long def)
 }
 
 /*
- * The counter index the driver gives an event in event_counters
- * ("5:0x0008 4:0x0011": IDX:0xEVENT pairs); -1 if the event is not there
- * or the list is malformed. Plain C, so it is tested on any host.
+ * Parsers of the driver's attributes. Plain C: tested on any host.
  */
-static inline int cycles_find_event_counter(const char *list,
-					    unsigned long event)
+
+/*
+ * Walk an `events` list ("0x8", "0x8,0x11", "none", ""): returns its
+ * number of entries (0 for "none" or ""), or -1 if it is malformed; *pos
+ * gets the position of @event in it (0 for the first), -1 if absent or
+ * malformed.
+ */
+static inline int cycles_parse_events(const char *events, unsigned long event,
+				      int *pos)
 {
-	const char *p = list;
-	unsigned long idx, ev;
+	const char *p = events;
+	unsigned long ev;
+	int n = 0;
 	char *end;
 
-	while (*p) {
+	*pos = -1;
+	if (!strcmp(events, "none") || !*events)
+		return 0;
+	for (;;) {
+		if (*p < '0' || *p > '9')
+			break;
+		ev = strtoul(p, &end, 0);
+		if (end == p || (*end != ',' && *end != '\0'))
+			break;
+		if (ev == event && *pos < 0)
+			*pos = n;
+		n++;
+		if (!*end)
+			return n;
+		p = end + 1;
+	}
+	*pos = -1;
+	return -1;
+}
+
+/* Position of @event in an `events` list; -1 if absent or malformed. */
+static inline int cycles_event_position(const char *events,
+					unsigned long event)
+{
+	int pos;
+
+	return cycles_parse_events(events, event, &pos) < 0 ? -1 : pos;
+}
+
+/*
+ * A counter index: "31" (PMCCNTR_EL0), "0".."30" (PMEVCNTR<n>_EL0) or
+ * "-1" (none); anything else is malformed. 0 with *idx set, or -1.
+ */
+static inline int cycles_parse_index(const char *s, const char **endp,
+				     int *idx)
+{
+	char *end;
+	long v;
+
+	if (!(*s == '-' || (*s >= '0' && *s <= '9')))
+		return -1;
+	v = strtol(s, &end, 10);
+	if (end == s || v < CYCLES_IDX_NONE || v > CYCLES_CYCLE_COUNTER)
+		return -1;
+	*idx = (int)v;
+	if (endp)
+		*endp = end;
+	return 0;
+}
+
+/*
+ * Entry @pos of an event_index list ("3 4", "-1 2", "" for none) into
+ * *idx. Returns the number of entries of the list (so the caller can
+ * check it against `events`), or -1 if it is malformed; *idx is
+ * CYCLES_IDX_NONE if @pos is negative or past the end.
+ */
+static inline int cycles_index_at(const char *list, int pos, int *idx)
+{
+	const char *p = list;
+	int n = 0, v;
+
+	*idx = CYCLES_IDX_NONE;
+	for (;;) {
 		while (*p == ' ')
 			p++;
 		if (!*p)
-			break;
-		idx = strtoul(p, &end, 10);
-		if (end == p || *end != ':')
+			return n;
+		if (cycles_parse_index(p, &p, &v) < 0 ||
+		    (*p != ' ' && *p != '\0'))
 			return -1;
-		p = end + 1;
-		ev = strtoul(p, &end, 16);
-		if (end == p || (*end != ' ' && *end != '\0'))
-			return -1;
-		p = end;
-		if (ev == event && idx <= CYCLES_MAX_EVENT_COUNTER)
-			return (int)idx;
+		if (n == pos)
+			*idx = v;
+		n++;
 	}
+}
+
+/*
+ * The counter index of @event on a CPU, from `events` and that CPU's
+ * event_index: CYCLES_IDX_NONE if the event is not counted or not placed
+ * there; CYCLES_IDX_UNKNOWN if the two lists do not belong together
+ * (different lengths, malformed): read them again.
+ */
+static inline int cycles_event_index(const char *events,
+				     const char *event_index,
+				     unsigned long event)
+{
+	int pos, idx, count = cycles_parse_events(events, event, &pos);
+
+	if (count < 0 || cycles_index_at(event_index, pos, &idx) != count)
+		return CYCLES_IDX_UNKNOWN;
+	return idx;
+}
+
+/*
+ * The cache of what the driver published: per CPU the index of the cycle
+ * counter and of INST_RETIRED, with the generation they belong to, and the
+ * indices every CPU shares (or CYCLES_IDX_PER_CPU, CYCLES_IDX_NONE,
+ * CYCLES_IDX_UNKNOWN).
+ */
+struct cycles_cpu_state {
+	int cycle;
+	int insn;
+	unsigned long generation;	/* 0: could not be read */
+};
+
+struct cycles_state {
+	int cycle;
+	int insn;
+	int nr_cpus;			/* entries of cpu[] read */
+	struct cycles_cpu_state cpu[CYCLES_MAX_CPUS];
+};
+
+/* One per translation unit that uses it. */
+static inline struct cycles_state *cycles_state(void)
+{
+	static struct cycles_state st = {
+		CYCLES_IDX_UNKNOWN, CYCLES_IDX_UNKNOWN, 0, { { 0, 0, 0 } }
+	};
+
+	return &st;
+}
+
+/* cpuN/generation, or 0 if it cannot be read. */
+static inline unsigned long cycles_cpu_generation(int cpu)
+{
+	char buf[32], *end;
+	unsigned long v;
+
+	if (cycles_read_cpu_attr(cpu, "generation", buf, sizeof(buf)) <= 0)
+		return 0;
+	v = strtoul(buf, &end, 10);
+	return *end ? 0 : v;
+}
+
+/*
+ * One CPU's indices as of one generation, into *c: the generation is read
+ * before and after, and `events` (which the driver's lock orders with the
+ * placement) by the caller around it. 0, or -1 with *c set to none.
+ */
+static inline int cycles_read_cpu(int cpu, const char *events,
+				  struct cycles_cpu_state *c)
+{
+	char cyc[16], evi[256];
+	unsigned long gen;
+	const char *end;
+	int tries, insn, cycle;
+
+	for (tries = 0; tries < CYCLES_READ_TRIES; tries++) {
+		gen = cycles_cpu_generation(cpu);
+		if (!gen || cycles_read_cpu_attr(cpu, "cycle_index", cyc,
+						 sizeof(cyc)) < 0 ||
+		    cycles_read_cpu_attr(cpu, "event_index", evi,
+					 sizeof(evi)) < 0)
+			break;
+		if (cycles_parse_index(cyc, &end, &cycle) < 0 || *end)
+			break;
+		/* No cycle counter: user access is closed, events or not. */
+		insn = cycle < 0 ? CYCLES_IDX_NONE :
+		       cycles_event_index(events, evi,
+					  CYCLES_EVENT_INST_RETIRED);
+		if (insn != CYCLES_IDX_UNKNOWN &&
+		    cycles_cpu_generation(cpu) == gen) {
+			c->cycle = cycle;
+			c->insn = insn;
+			c->generation = gen;
+			return 0;
+		}
+	}
+	c->cycle = c->insn = CYCLES_IDX_NONE;
+	c->generation = 0;
 	return -1;
+}
+
+/*
+ * The indices every CPU with a cycle counter shares into st->cycle and
+ * st->insn; CYCLES_IDX_PER_CPU if they differ, CYCLES_IDX_NONE if no CPU
+ * has one. CPUs without one (offline, not placed) do not count: user
+ * access is closed there, so a read faults whatever index it uses.
+ */
+static inline void cycles_settle(struct cycles_state *st)
+{
+	int cpu, cycle = CYCLES_IDX_NONE, insn = CYCLES_IDX_NONE, seen = 0;
+
+	for (cpu = 0; cpu < st->nr_cpus; cpu++) {
+		const struct cycles_cpu_state *c = &st->cpu[cpu];
+
+		if (c->cycle < 0)
+			continue;
+		if (!seen++) {
+			cycle = c->cycle;
+			insn = c->insn;
+		} else if (c->cycle != cycle || c->insn != insn) {
+			cycle = insn = CYCLES_IDX_PER_CPU;
+			break;
+		}
+	}
+	st->cycle = cycle;
+	st->insn = insn;
+}
+
+/* 1 + the highest N of the cpuN directories; 0 if there are none. */
+static inline int cycles_count_cpus(void)
+{
+	struct dirent *d;
+	DIR *dir = opendir(CYCLES_SYSFS_DIR);
+	int nr = 0, n;
+	char *end;
+
+	if (!dir)
+		return 0;
+	while ((d = readdir(dir)) != NULL) {
+		if (strncmp(d->d_name, "cpu", 3) || d->d_name[3] < '0' ||
+		    d->d_name[3] > '9')
+			continue;
+		n = (int)strtol(d->d_name + 3, &end, 10);
+		if (!*end && n >= nr && n < CYCLES_MAX_CPUS)
+			nr = n + 1;
+	}
+	closedir(dir);
+	return nr;
+}
+
+/*
+ * Forget the cache and read every CPU's indices again. 0, or -1 if the
+ * driver's directory (or its `events`) cannot be read: then no CPU has
+ * counters (the module is not loaded, or is older than this header).
+ */
+static inline int cycles_refresh(void)
+{
+	struct cycles_state *st = cycles_state();
+	char before[256], after[256];
+	int cpu, tries;
+
+	for (tries = 0; tries < CYCLES_READ_TRIES; tries++) {
+		st->nr_cpus = 0;
+		if (cycles_read_attr("events", before, sizeof(before)) < 0)
+			break;
+		st->nr_cpus = cycles_count_cpus();
+		for (cpu = 0; cpu < st->nr_cpus; cpu++)
+			cycles_read_cpu(cpu, before, &st->cpu[cpu]);
+		/* Settings changed meanwhile: the positions may not match. */
+		if (cycles_read_attr("events", after, sizeof(after)) >= 0 &&
+		    !strcmp(before, after)) {
+			cycles_settle(st);
+			return st->nr_cpus ? 0 : -1;
+		}
+	}
+	st->nr_cpus = 0;
+	cycles_settle(st);
+	return -1;
+}
+
+/* The cache, read first if it has not been. */
+static inline struct cycles_state *cycles_loaded_state(void)
+{
+	struct cycles_state *st = cycles_state();
+
+	if (st->cycle == CYCLES_IDX_UNKNOWN)
+		cycles_refresh();
+	return st;
+}
+
+/*
+ * What the cache holds for @cpu: its cycle and INST_RETIRED counter
+ * indices (CYCLES_IDX_NONE if none) and their generation (0 if unknown).
+ * Returns 0, or -1 if the driver publishes nothing for @cpu.
+ */
+static inline int cycles_cpu_indices(int cpu, int *cycle, int *insn,
+				     unsigned long *generation)
+{
+	struct cycles_state *st = cycles_loaded_state();
+	int known = cpu >= 0 && cpu < st->nr_cpus;
+
+	if (cycle)
+		*cycle = known ? st->cpu[cpu].cycle : CYCLES_IDX_NONE;
+	if (insn)
+		*insn = known ? st->cpu[cpu].insn : CYCLES_IDX_NONE;
+	if (generation)
+		*generation = known ? st->cpu[cpu].generation : 0;
+	return known ? 0 : -1;
+}
+
+/*
+ * This CPU's generation, read from sysfs (0 if it cannot be read). If it
+ * is not the one the cache holds for this CPU, this CPU's indices are read
+ * again first, and the generation they belong to is returned. See the top
+ * of the file for how to use it around a measurement (pinned).
+ */
+static inline unsigned long cycles_generation(void)
+{
+	struct cycles_state *st = cycles_loaded_state();
+	char events[256];
+	unsigned long gen;
+	int cpu = sched_getcpu();
+
+	if (cpu < 0)
+		return 0;
+	gen = cycles_cpu_generation(cpu);
+	if (gen && !st->nr_cpus) {	/* loaded since the cache was filled */
+		cycles_refresh();
+		return cpu < st->nr_cpus ? st->cpu[cpu].generation : gen;
+	}
+	if (!gen || cpu >= st->nr_cpus || st->cpu[cpu].generation == gen)
+		return gen;
+	if (cycles_read_attr("events", events, sizeof(events)) < 0 ||
+	    cycles_read_cpu(cpu, events, &st->cpu[cpu]) < 0) {
+		cycles_settle(st);
+		return gen;
+	}
+	cycles_settle(st);
+	return st->cpu[cpu].generation;
+}
+
+/* The index the counter reads below use on this CPU (shared or its own). */
+static inline int cycles_cycle_index(void)
+{
+	struct cycles_state *st = cycles_loaded_state();
+	int idx;
+
+	if (st->cycle != CYCLES_IDX_PER_CPU)
+		return st->cycle;
+	cycles_cpu_indices(sched_getcpu(), &idx, NULL, NULL);
+	return idx;
+}
+
+static inline int cycles_insn_index(void)
+{
+	struct cycles_state *st = cycles_loaded_state();
+	int idx;
+
+	if (st->insn != CYCLES_IDX_PER_CPU)
+		return st->insn;
+	cycles_cpu_indices(sched_getcpu(), NULL, &idx, NULL);
+	return idx;
 }
 
 #if defined(__x86_64__) || defined(__i386__)
@@ -349,19 +759,13 @@ static inline unsigned long long cycles_timer_frequency(void)
 
 #elif defined(__aarch64__)
 
-/* The architected INST_RETIRED event, counted by default by the driver. */
-#define CYCLES_EVENT_INST_RETIRED	0x08
-
-#define CYCLES_IDX_UNKNOWN	(-2)	/* sysfs not read yet */
-#define CYCLES_IDX_NONE		(-1)	/* the driver counts no INST_RETIRED */
-
 /* ISB: later instructions wait for earlier ones to complete. */
 static CYCLES_INLINE void sync_core(void)
 {
 	__asm__ __volatile__("isb" : : : "memory");
 }
 
-static CYCLES_INLINE counter_t unhalted_core(void)
+static CYCLES_INLINE counter_t cycles_read_pmccntr(void)
 {
 	counter_t v;
 
@@ -407,46 +811,43 @@ static CYCLES_INLINE counter_t cycles_read_pmevcntr(unsigned int n)
 	return v;
 }
 
-/* One per translation unit that uses it; each reads sysfs at most once. */
-static inline int *cycles_insn_slot(void)
+/* The counter of a cycle_index / event_index entry: 31 or PMEVCNTR<idx>. */
+static CYCLES_INLINE counter_t cycles_read_counter(int idx)
 {
-	static int idx = CYCLES_IDX_UNKNOWN;
-
-	return &idx;
+	if (idx == CYCLES_CYCLE_COUNTER)
+		return cycles_read_pmccntr();
+	return cycles_read_pmevcntr((unsigned int)idx);
 }
 
-/* Reads event_counters and caches where INST_RETIRED is counted. */
-static inline int cycles_lookup_insn_counter(void)
+/*
+ * Where the driver publishes no cycle counter for this CPU (module not
+ * loaded, CPU not placed) this reads PMCCNTR_EL0 all the same: user access
+ * is closed there, so it faults, as every read did in 2011 without the
+ * module.
+ */
+static CYCLES_INLINE counter_t unhalted_core(void)
 {
-	char buf[512];
-	int idx = CYCLES_IDX_NONE;
-
-	if (cycles_read_attr("event_counters", buf, sizeof(buf)) >= 0)
-		idx = cycles_find_event_counter(buf, CYCLES_EVENT_INST_RETIRED);
-	*cycles_insn_slot() = idx;
-	return idx;
-}
-
-/* n of the PMEVCNTR<n>_EL0 counting instructions, or -1 if none. */
-static inline int cycles_insn_counter(void)
-{
-	int idx = *cycles_insn_slot();
-
-	if (idx == CYCLES_IDX_UNKNOWN)
-		idx = cycles_lookup_insn_counter();
-	return idx;
-}
-
-static CYCLES_INLINE counter_t insn_retired(void)
-{
-	int idx = *cycles_insn_slot();
+	int idx = cycles_state()->cycle;
 
 	if (__builtin_expect(idx < 0, 0)) {
-		idx = cycles_insn_counter();
+		idx = cycles_cycle_index();
+		if (idx < 0)
+			idx = CYCLES_CYCLE_COUNTER;
+	}
+	return cycles_read_counter(idx);
+}
+
+/* 0 where the driver counts no INST_RETIRED on this CPU. */
+static CYCLES_INLINE counter_t insn_retired(void)
+{
+	int idx = cycles_state()->insn;
+
+	if (__builtin_expect(idx < 0, 0)) {
+		idx = cycles_insn_index();
 		if (idx < 0)
 			return 0;
 	}
-	return cycles_read_pmevcntr((unsigned int)idx);
+	return cycles_read_counter(idx);
 }
 
 /*
@@ -486,21 +887,25 @@ static inline unsigned long long cycles_timer_frequency(void)
 }
 
 /*
- * > 0 (the PMU version, sysfs pmu_version) when the module is loaded and
- * grants user access with the cycle counter enabled; 0 otherwise. Also
- * (re)reads where the driver counts instructions, for insn_retired().
+ * > 0 (the PMU version, sysfs pmu_version) when the module is loaded,
+ * grants user access (user_access 1) and holds a cycle counter on this CPU
+ * (cpuN/cycle_index >= 0); 0 otherwise. Re-reads the cache
+ * (cycles_refresh()). Never faults.
  */
 static inline int perfmon_available(void)
 {
 	long version;
+	int cycle;
 
 	if (access(CYCLES_SYSFS_DIR, R_OK) < 0)
 		return 0;
-	if (cycles_attr_long("user_access", 1) <= 0)
+	if (cycles_attr_long("user_access", 0) != 1)
 		return 0;
-	if (cycles_attr_long("cycle_counter", 1) <= 0)
+	if (cycles_refresh() < 0)
 		return 0;
-	cycles_lookup_insn_counter();
+	if (cycles_cpu_indices(sched_getcpu(), &cycle, NULL, NULL) < 0 ||
+	    cycle < 0)
+		return 0;
 	version = cycles_attr_long("pmu_version", 1);
 	return version > 0 ? (int)version : 1;
 }

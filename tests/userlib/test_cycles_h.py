@@ -152,3 +152,190 @@ def test_header_refuses_late_gnu_source(tmp_path):
                           str(tmp_path / "late.o")], capture_output=True, text=True)
     assert res.returncode != 0
     assert "add #define _GNU_SOURCE 1 before the first #include" in res.stderr
+
+
+# --- The per-CPU lookup, against fake driver directories (c/lookup_check.c) ---------
+
+CPUS = sorted(os.sched_getaffinity(0))
+PER_CPU, NONE = -3, -1  # CYCLES_IDX_PER_CPU, CYCLES_IDX_NONE
+
+
+class Lookup:
+    """lookup_check running against a FakeDriver: one command, one answer line."""
+
+    def __init__(self, argv: list[str]) -> None:
+        self.proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                     text=True, bufsize=1)
+
+    def ask(self, command: str) -> str:
+        assert self.proc.stdin and self.proc.stdout
+        self.proc.stdin.write(command + "\n")
+        self.proc.stdin.flush()
+        answer = self.proc.stdout.readline().strip()
+        assert answer and answer != "unknown command", (command, answer)
+        return answer
+
+    def pairs(self, command: str) -> dict[str, int]:
+        return {k: int(v) for k, v in (p.split("=") for p in self.ask(command).split())}
+
+    def index_on(self, cpu: int) -> tuple[int, int]:
+        """(cycle, insn) the counter reads would use on cpu."""
+        assert self.ask(f"pin {cpu}") == "ok"
+        got = self.pairs("index")
+        return got["cycle"], got["insn"]
+
+    def shared(self) -> tuple[int, int]:
+        got = self.pairs("shared")
+        return got["cycle"], got["insn"]
+
+    def entry(self, cpu: int) -> dict[str, int]:
+        return self.pairs(f"cpu {cpu}")
+
+    def close(self) -> None:
+        assert self.proc.stdin
+        self.proc.stdin.close()
+        assert self.proc.wait(timeout=30) == 0
+
+
+@pytest.fixture(params=[NATIVE_CC, CROSS_CC], ids=["native", "arm64"])
+def lookup(request, tmp_path):
+    """(start, fake): start() runs lookup_check built for the fake driver's directory."""
+    from userlib_helpers import FakeDriver
+
+    cc = request.param
+    need_cc(cc)
+    fake = FakeDriver(tmp_path / "sys", max(CPUS) + 1)
+    exe = tmp_path / "lookup_check"
+    compile_c(cc, [CSRC / "lookup_check.c"], exe, [f'-DCYCLES_SYSFS_DIR="{fake.dir}"'])
+    argv = [str(exe)]
+    if cc == CROSS_CC:
+        qemu = shutil.which("qemu-aarch64")
+        if qemu is None:
+            pytest.skip("qemu-aarch64 (Debian qemu-user) absent: built, not run")
+        argv = [qemu, "-L", str(ARM64_SYSROOT), str(exe)]
+    started: list[Lookup] = []
+
+    def start() -> Lookup:
+        started.append(Lookup(argv))
+        return started[-1]
+    yield start, fake, cc == CROSS_CC
+    for proc in started:
+        proc.close()
+
+
+def need_two_cpus() -> tuple[int, int]:
+    if len(CPUS) < 2:
+        pytest.skip("needs two CPUs this process may run on")
+    return CPUS[0], CPUS[1]
+
+
+def test_lookup_uniform_placement(lookup):
+    """Every CPU alike: one shared index pair, the same on every CPU, no lookup."""
+    start, fake, arm64 = lookup
+    run = start()
+    for cpu in CPUS:
+        assert run.index_on(cpu) == (31, 5)
+    assert run.shared() == (31, 5)
+    entry = run.entry(CPUS[0])
+    assert entry == {"rc": 0, "cycle": 31, "insn": 5, "gen": fake.generation(CPUS[0])}
+    assert run.entry(max(CPUS) + 1)["rc"] == -1  # no such cpuN/
+    if arm64:
+        assert run.ask("avail") == "4"  # pmu_version
+
+
+def test_lookup_differs_per_cpu(lookup):
+    """Cycles on PMCCNTR_EL0 on one CPU, on an event counter on another: per-CPU reads."""
+    a, b = need_two_cpus()
+    start, fake, _ = lookup
+    fake.place(b, 2, [3])
+    run = start()
+    assert run.shared() == (PER_CPU, PER_CPU)
+    assert run.index_on(a) == (31, 5)
+    assert run.index_on(b) == (2, 3)
+    assert run.index_on(a) == (31, 5)  # looked up again, not remembered
+
+
+def test_lookup_event_by_position(lookup):
+    """INST_RETIRED's counter is the entry of event_index at its position in events."""
+    start, fake, _ = lookup
+    fake.attr("events", "0x11,0x8,0x3")
+    for cpu in CPUS:
+        fake.place(cpu, 31, [4, 2, 1])
+    run = start()
+    assert run.index_on(CPUS[0]) == (31, 2)
+    fake.attr("events", "0x11")
+    for cpu in CPUS:
+        fake.place(cpu, 31, [4])
+    assert run.ask("refresh") == "0"
+    assert run.index_on(CPUS[0]) == (31, NONE)  # not counted: insn_retired() returns 0
+
+
+def test_lookup_follows_the_generation(lookup):
+    """The cache is used until cycles_generation() sees this CPU's generation change."""
+    a, b = need_two_cpus()
+    start, fake, _ = lookup
+    run = start()
+    assert run.index_on(b) == (31, 5)
+    new_gen = fake.place(b, 0, [1])  # perf moved both counters on CPU b
+    assert run.index_on(b) == (31, 5)  # no system call per read: not seen yet
+    assert run.ask(f"pin {b}") == "ok"
+    assert int(run.ask("gen")) == new_gen
+    assert run.index_on(b) == (0, 1)
+    assert run.shared() == (PER_CPU, PER_CPU)
+    assert run.index_on(a) == (31, 5)
+    # Unchanged generation: no re-read, even if the files say otherwise (they cannot).
+    fake.cpu_attr(a, "cycle_index", 7)
+    assert run.ask(f"pin {a}") == "ok"
+    assert int(run.ask("gen")) == fake.generation(a)
+    assert run.index_on(a) == (31, 5)
+    assert run.ask("refresh") == "0"
+    assert run.index_on(a) == (7, 5)
+
+
+def test_lookup_unplaced_cpu(lookup):
+    """A CPU with cycle_index -1 (offline, or perf left no counter) has none; the others
+    still share one index pair; perfmon_available() is 0 only there."""
+    a, b = need_two_cpus()
+    start, fake, arm64 = lookup
+    fake.place(b, -1, [-1])
+    run = start()
+    assert run.shared() == (31, 5)
+    assert run.entry(b) == {"rc": 0, "cycle": -1, "insn": -1, "gen": fake.generation(b)}
+    if arm64:
+        assert run.ask(f"pin {b}") == "ok" and run.ask("avail") == "0"
+        assert run.ask(f"pin {a}") == "ok" and run.ask("avail") == "4"
+
+
+def test_lookup_refuses(lookup):
+    """user_access 0, lists that do not belong together, no module: nothing to read."""
+    start, fake, arm64 = lookup
+    cpu = CPUS[0]
+    fake.attr("user_access", 0)
+    run = start()
+    if arm64:
+        assert run.ask("avail") == "0"
+    fake.attr("user_access", 1)
+    fake.cpu_attr(cpu, "event_index", "5 4")  # two entries for one event
+    assert run.ask("refresh") == "0"
+    assert run.entry(cpu)["cycle"] == -1 and run.entry(cpu)["insn"] == -1
+    shutil.rmtree(fake.dir)
+    assert run.ask("refresh") == "-1"
+    assert run.shared() == (NONE, NONE)
+    assert run.ask(f"pin {cpu}") == "ok" and run.ask("gen") == "0"
+    assert run.ask("avail") == "0"
+
+
+def test_lookup_module_loaded_later(lookup, tmp_path):
+    """Read before the module loads (nothing), then cycles_generation() after: it reads
+    the placement the module published, without a cycles_refresh()."""
+    from userlib_helpers import FakeDriver
+
+    start, fake, _ = lookup
+    shutil.rmtree(fake.dir)
+    run = start()
+    cpu = CPUS[0]
+    assert run.index_on(cpu) == (NONE, NONE)
+    loaded = FakeDriver(tmp_path / "sys", max(CPUS) + 1)
+    loaded.place(cpu, 30, [29])
+    assert int(run.ask("gen")) == loaded.generation(cpu)
+    assert run.index_on(cpu) == (30, 29)

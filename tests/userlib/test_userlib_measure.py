@@ -64,9 +64,28 @@ def test_affinity_restored(simple_pmu):
 
 
 def test_counter_wrap():
+    """Deltas are modulo the counter's width: 64 bits unless the reader knows better."""
+    from simple_pmu.measure import Reader, wrap_delta
+
+    reader = Reader("driver")
+    assert reader.delta("cycles", 2**64 - 1000, 500) == 1500
+    assert reader.delta("instructions", 10, 25) == 15
+    assert reader.delta("instructions", 5, 3) == 2**64 - 2  # went backwards: wrapped
+    narrow = Reader("driver", widths={"cycles": 48, "instructions": 32})
+    assert narrow.delta("cycles", (1 << 48) - 5, 10) == 15
+    assert narrow.delta("instructions", 2**32 - 10, 5) == 15
+    assert narrow.delta("instructions", 2**31, 2**31 + 7) == 7
+    assert wrap_delta(2**32 - 1, 1, 32) == 2 and wrap_delta(2**32 - 1, 1) == 2**64 - 2**32 + 2
+
+
+def test_widths_follow_the_counter_index():
+    """arm64: 64 bits for PMCCNTR_EL0 (31), the driver's event_width for PMEVCNTR<n>."""
     from simple_pmu.measure import Reader
 
-    reader = Reader("driver", widths={"cycles": 48})
-    assert reader.delta("cycles", 10, 25) == 15
-    assert reader.delta("cycles", (1 << 48) - 5, 10) == 15
-    assert reader.delta("instructions", 5, 3) == -2  # no width known: plain difference
+    reader = Reader("driver", event_width=32)
+    assert reader.placed_widths(31, 5) == {"cycles": 64, "instructions": 32}
+    assert reader.placed_widths(2, 5) == {"cycles": 32, "instructions": 32}
+    assert Reader("driver", event_width=64).placed_widths(2, 5) == {"cycles": 64,
+                                                                      "instructions": 64}
+    x86 = Reader("driver", widths={"cycles": 48, "instructions": 48})
+    assert x86.placed_widths(-1, -1) == {"cycles": 48, "instructions": 48}

@@ -155,3 +155,14 @@ def test_perf_page_of_a_software_event(simple_pmu):
             page.read()
     finally:
         os.close(fd)
+
+
+def test_driver_state_without_the_module(simple_pmu):
+    """cycles.h's per-CPU state through the extension, where the module is absent."""
+    n = simple_pmu.native
+    if Path(n.SYSFS_DIR).exists():
+        pytest.skip("simple-pmu is loaded here")
+    assert n.driver_generation() == 0
+    assert n.driver_refresh() == -1
+    cpu, cycle, insn = n.driver_indices()
+    assert cpu in os.sched_getaffinity(0) and (cycle, insn) == (-1, -1)

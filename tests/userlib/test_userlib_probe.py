@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 from test_userlib_native import _ctypes_perf_open
+from userlib_helpers import FakeDriver
 
 SYSFS = Path("/sys/devices/system/simple-pmu/simple-pmu0")
 EVENT_SOURCE = Path("/sys/bus/event_source/devices")
@@ -155,13 +156,8 @@ def test_probe_survives_a_driver_that_claims_access(simple_pmu, monkeypatch, tmp
 
     if simple_pmu.native.driver_available() > 0:
         pytest.skip("driver counters are readable here: nothing faults")
-    fake = tmp_path / "simple-pmu0"
-    fake.mkdir()
-    (fake / "user_access").write_text("1\n")
-    (fake / "cycle_counter").write_text("1\n")
-    (fake / "event_counters").write_text("5:0x0008\n")
-    monkeypatch.setattr(probe_mod, "SYSFS_DIR", fake)
-    monkeypatch.setattr(sysinfo, "SYSFS_DIR", fake)
+    fake = FakeDriver(tmp_path, max(os.sched_getaffinity(0)) + 1)
+    monkeypatch.setattr(sysinfo, "SYSFS_DIR", fake.dir)
     monkeypatch.setattr(probe_mod, "_x86_driver_hardware", lambda cpu, facts: [])
     monkeypatch.setattr(probe_mod, "rdpmc_mode", lambda: None)
     monkeypatch.setattr(simple_pmu.native, "driver_available", lambda: 1)
@@ -189,4 +185,6 @@ def test_driver_span_without_access(simple_pmu):
         span.start()
     with pytest.raises(RuntimeError, match="start\\(\\) and stop\\(\\) first"):
         span.values()
+    with pytest.raises(RuntimeError, match="start\\(\\) and stop\\(\\) first"):
+        span.info()
     assert simple_pmu.CounterFault is native.CounterFault

@@ -198,6 +198,24 @@ static PyObject *native_driver_instructions(PyObject *mod, PyObject *unused)
 	return ulonglong(v);
 }
 
+static PyObject *native_driver_generation(PyObject *mod, PyObject *unused)
+{
+	return PyLong_FromUnsignedLong(cycles_generation());
+}
+
+static PyObject *native_driver_refresh(PyObject *mod, PyObject *unused)
+{
+	return PyLong_FromLong(cycles_refresh());
+}
+
+static PyObject *native_driver_indices(PyObject *mod, PyObject *unused)
+{
+	int cpu = sched_getcpu();
+
+	return Py_BuildValue("(iii)", cpu, cycles_cycle_index(),
+			     cycles_insn_index());
+}
+
 static PyObject *native_driver_ref_cycles(PyObject *mod, PyObject *unused)
 {
 	return ulonglong(unhalted_ref());
@@ -548,11 +566,19 @@ static PyTypeObject PerfPageType = {
  * stop() cycles then instructions, both into this struct (returning None),
  * so what runs between them is the same every time and the instructions
  * counted around known_loop(n) are exactly 2n plus a constant.
+ *
+ * Outside that span, start() first reads this CPU's generation
+ * (cycles_generation(), which also brings the cached counter indices up
+ * to date) and the indices the reads will use, and stop() reads the
+ * generation again after its reads: info() has both, so the caller can
+ * tell whether the counts belong together.
  */
 typedef struct {
 	PyObject_HEAD
 	int insn;
 	int started, stopped;
+	int cpu, cycle_idx, insn_idx;
+	unsigned long gen0, gen1;
 	counter_t i0, c0, c1, i1;
 } DriverSpan;
 
@@ -572,6 +598,11 @@ static PyObject *driverspan_start(DriverSpan *self, PyObject *unused)
 {
 	self->started = self->stopped = 0;
 	self->i0 = self->i1 = 0;
+	self->gen1 = 0;
+	self->gen0 = cycles_generation();
+	self->cpu = sched_getcpu();
+	self->cycle_idx = cycles_cycle_index();
+	self->insn_idx = cycles_insn_index();
 	if (self->insn)
 		GUARDED_READ(self->i0, insn_retired(), "the instructions counter");
 	GUARDED_READ(self->c0, unhalted_core(), "the cycle counter");
@@ -584,6 +615,7 @@ static PyObject *driverspan_stop(DriverSpan *self, PyObject *unused)
 	GUARDED_READ(self->c1, unhalted_core(), "the cycle counter");
 	if (self->insn)
 		GUARDED_READ(self->i1, insn_retired(), "the instructions counter");
+	self->gen1 = cycles_generation();
 	self->stopped = self->started;
 	Py_RETURN_NONE;
 }
@@ -598,6 +630,20 @@ static PyObject *driverspan_values(DriverSpan *self, PyObject *unused)
 	return Py_BuildValue("(KKKK)", self->c0, self->c1, self->i0, self->i1);
 }
 
+static PyObject *driverspan_info(DriverSpan *self, PyObject *unused)
+{
+	if (!self->stopped) {
+		PyErr_SetString(PyExc_RuntimeError,
+				"DriverSpan.info: start() and stop() first");
+		return NULL;
+	}
+	return Py_BuildValue("{s:i,s:i,s:i,s:k,s:k}", "cpu", self->cpu,
+			     "cycle_index", self->cycle_idx,
+			     "insn_index", self->insn_idx,
+			     "generation_before", self->gen0,
+			     "generation_after", self->gen1);
+}
+
 static PyMethodDef driverspan_methods[] = {
 	{ "start", (PyCFunction)driverspan_start, METH_NOARGS,
 	  "start() -> None\n--\n\nRead instructions (if counted) then cycles. "
@@ -608,6 +654,10 @@ static PyMethodDef driverspan_methods[] = {
 	{ "values", (PyCFunction)driverspan_values, METH_NOARGS,
 	  "values() -> (c0, c1, i0, i1)\n--\n\nThe raw reads (i0, i1 are 0 "
 	  "without instructions)." },
+	{ "info", (PyCFunction)driverspan_info, METH_NOARGS,
+	  "info() -> dict\n--\n\ncpu, cycle_index and insn_index (the "
+	  "counters read; -1 none), generation_before and generation_after "
+	  "(this CPU's generation around the reads; 0 if unreadable)." },
 	{ NULL }
 };
 
@@ -639,12 +689,24 @@ static PyMethodDef native_methods[] = {
 	  "when the simple-pmu driver's counters can be read. Never faults." },
 	{ "driver_cycles", native_driver_cycles, METH_NOARGS,
 	  "driver_cycles() -> int\n--\n\ncycles.h unhalted_core(): RDPMC fixed "
-	  "counter 1 / PMCCNTR_EL0. CounterFault (the process lives) if access "
-	  "is off." },
+	  "counter 1 / the counter this CPU's cycle_index names. CounterFault "
+	  "(the process lives) if access is off." },
 	{ "driver_instructions", native_driver_instructions, METH_NOARGS,
 	  "driver_instructions() -> int\n--\n\ncycles.h insn_retired(): RDPMC "
-	  "fixed counter 0 / the driver's INST_RETIRED PMEVCNTR<n>_EL0 (0 if "
-	  "none). CounterFault (the process lives) if access is off." },
+	  "fixed counter 0 / the counter this CPU's event_index names for "
+	  "INST_RETIRED (0 if none). CounterFault (the process lives) if "
+	  "access is off." },
+	{ "driver_generation", native_driver_generation, METH_NOARGS,
+	  "driver_generation() -> int\n--\n\ncycles.h cycles_generation(): "
+	  "this CPU's generation (sysfs cpuN/generation; 0 if unreadable); "
+	  "re-reads this CPU's counter indices if it changed." },
+	{ "driver_refresh", native_driver_refresh, METH_NOARGS,
+	  "driver_refresh() -> int\n--\n\ncycles.h cycles_refresh(): read "
+	  "every CPU's counter indices again; 0, or -1 if there are none." },
+	{ "driver_indices", native_driver_indices, METH_NOARGS,
+	  "driver_indices() -> (cpu, cycle_index, insn_index)\n--\n\nThe "
+	  "counters driver_cycles() and driver_instructions() read on this CPU "
+	  "(arm64: 31 PMCCNTR_EL0, n PMEVCNTR<n>_EL0, -1 none)." },
 	{ "guard", native_guard, METH_NOARGS,
 	  "guard() -> None\n--\n\n(Re)install the SIGILL/SIGSEGV handler of the "
 	  "guarded driver reads if another handler replaced it (the first "

@@ -135,6 +135,8 @@ def cmd_read(args: argparse.Namespace) -> int:
         with PinnedCpu(reader) as pinned:  # the driver: a CPU where probe() verified reads
             if pinned.cpu is not None:
                 values["cpu"] = pinned.cpu
+            if reader.generation is not None:  # the driver: what the values belong to
+                values["generation"] = reader.generation()
             instructions, cycles = first_read(reader)
             values["cycles"] = cycles if reader.cycles else None
             values["instructions"] = instructions if reader.instructions else None

@@ -7,7 +7,12 @@
 Backend: the best usable one from probe(), in this order (see probe.py):
   driver      one RDPMC / mrs per counter; the thread is pinned inside the block, because
               the driver's counters are per CPU: to its CPU if probe() verified reads
-              there, else to the first CPU where it did
+              there, else to the first CPU where it did. The CPU's generation (sysfs
+              cpuN/generation) is read before the first read and after the last, outside
+              the measured span; if it changed (perf moved or reloaded a counter, the CPU
+              was replugged, the settings changed) the counts are None and m.reason says
+              so: measure again. Deltas are taken modulo the counter's width: 64 bits for
+              PMCCNTR_EL0 (index 31), the driver's event_width for an event counter
   perf-rdpmc  perf self-monitoring; perf keeps per-task counts, no pinning
   perf-read   one read(2) per counter
   none        cycles and instructions are None and m.reason says why
@@ -30,6 +35,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TypeVar
 
+from simple_pmu import reasons, sysinfo
 from simple_pmu.native import native
 from simple_pmu.perf import SelfMonitor, open_event, read_count
 from simple_pmu.probe import (
@@ -40,9 +46,9 @@ from simple_pmu.probe import (
     Report,
     probe,
 )
-from simple_pmu.sysinfo import SYSFS_DIR
+from simple_pmu.sysinfo import counter_width, read_int
 
-ARM64_EVENT_COUNTER_BITS = 32  # PMEVCNTR<n> without PMCR.LP
+COUNTER_BITS = 64  # what a counter value is read as: deltas are modulo this at most
 # What a guarded driver read raises where user access is off (the extension's exception).
 CounterFault: type[OSError] = native.CounterFault if native is not None else OSError
 
@@ -62,6 +68,12 @@ class Measurement:
     time_ns: int | None = None  # set when the block exits
     reason: str = ""  # why cycles or instructions are None
     cpu: int | None = None  # the CPU the block was pinned to (driver backend)
+    generation: int | None = None  # driver: the CPU's generation the counts belong to
+
+
+def wrap_delta(first: int, second: int, width: int = COUNTER_BITS) -> int:
+    """second - first for a counter width bits wide that may have wrapped (once)."""
+    return (second - first) % (1 << width)
 
 
 @dataclass
@@ -73,16 +85,30 @@ class Reader:
     instructions: Callable[[], int] | None = None
     pin: bool = False
     reason: str = ""
-    widths: dict[str, int] = field(default_factory=dict)  # raw hardware counter widths
+    widths: dict[str, int] = field(default_factory=dict)  # counter widths; 64 if absent
     cpus: tuple[int, ...] = ()  # pin: CPUs where probe() verified reads (empty: any)
     retry_s: float = 0.0  # how long a faulting first read is retried
+    event_width: int | None = None  # arm64 driver: sysfs event_width
+    generation: Callable[[], int] | None = None  # driver: this CPU's generation
     _close: list[Callable[[], None]] = field(default_factory=list)
 
     def delta(self, counter: str, first: int, second: int) -> int:
-        width = self.widths.get(counter)
-        if width is None or second >= first:
-            return second - first
-        return second - first + (1 << width)  # wrapped once
+        """second - first modulo the counter's width (64 bits unless widths says)."""
+        return wrap_delta(first, second, self.widths.get(counter, COUNTER_BITS))
+
+    def placed_widths(self, cycle_index: int, insn_index: int) -> dict[str, int]:
+        """arm64 driver: the widths of the counters at these indices (cpuN/cycle_index,
+        the INST_RETIRED entry of cpuN/event_index); self.widths elsewhere."""
+        if self.event_width is None:
+            return self.widths
+        return {"cycles": counter_width(cycle_index, self.event_width),
+                "instructions": counter_width(insn_index, self.event_width)}
+
+    def use_this_cpu(self) -> None:
+        """arm64 driver, pinned: take the widths of the counters this CPU reads."""
+        if self.event_width is not None and native is not None:
+            _cpu, cycle, insn = native.driver_indices()
+            self.widths = self.placed_widths(cycle, insn)
 
     def target_cpu(self) -> int:
         """The CPU to pin to: the current one if verified, else the first verified."""
@@ -95,7 +121,7 @@ class Reader:
 
     def stale(self) -> bool:
         """The driver's module was unloaded since the probe."""
-        return self.backend == "driver" and not SYSFS_DIR.is_dir()
+        return self.backend == "driver" and not sysinfo.SYSFS_DIR.is_dir()
 
     def close(self) -> None:
         for close in self._close:
@@ -122,14 +148,24 @@ def open_reader(report: Report, backend: str | None = None) -> Reader:
         recheck = status.facts.get("recheck_ms", DEFAULT_RECHECK_MS)
         recheck_ms = recheck if isinstance(recheck, int) else DEFAULT_RECHECK_MS
         reader = Reader("driver", native.driver_cycles, pin=True, reason=missing,
-                        cpus=status.cpus, retry_s=2 * recheck_ms / 1000 + RETRY_MARGIN_S)
+                        cpus=status.cpus, retry_s=2 * recheck_ms / 1000 + RETRY_MARGIN_S,
+                        generation=native.driver_generation)
         if "instructions" in status.counters:
             reader.instructions = native.driver_instructions
         if native.ARCH == "x86_64" and report.cpu.perfmon:
             width = report.cpu.perfmon.fixed_width
             reader.widths = {"cycles": width, "instructions": width}
         elif native.ARCH == "aarch64":
-            reader.widths = {"instructions": ARM64_EVENT_COUNTER_BITS}
+            if not sysinfo.SYSFS_DIR.is_dir():  # unloaded since the probe
+                problem = reasons.DRIVER_NOT_LOADED.format(path=sysinfo.SYSFS_DIR)
+                raise CounterUnavailable(f"driver: {problem}")
+            # Per CPU: 64 for PMCCNTR_EL0, else what the driver says its counters are.
+            path = sysinfo.SYSFS_DIR / "event_width"
+            width = read_int(path)
+            if width not in (32, 64):
+                problem = reasons.DRIVER_MALFORMED.format(path=path, value=width)
+                raise CounterUnavailable(f"driver: {problem}")
+            reader.event_width = width
         return reader
     reader = Reader(backend, reason=missing)
     for counter in status.counters:
@@ -154,12 +190,19 @@ def _default_report() -> Report:
     return report
 
 
+def _driver_gone(report: Report) -> bool:
+    """The report would pick the driver, but its module was unloaded since."""
+    best = report.best("cycles")
+    return best is not None and best.name == "driver" and not sysinfo.SYSFS_DIR.is_dir()
+
+
 def _default_reader() -> Reader:
     reader = _cache.get("reader")
-    if not isinstance(reader, Reader):
-        reader = _cache["reader"] = open_reader(_default_report())
-    if reader.stale():  # the module went away since the probe (cached reader or report)
+    # The module went away since the probe (cached reader or report): probe again.
+    if isinstance(reader, Reader) and reader.stale() or _driver_gone(_default_report()):
         forget()
+        reader = None
+    if not isinstance(reader, Reader):
         reader = _cache["reader"] = open_reader(_default_report())
     return reader
 
@@ -187,6 +230,7 @@ class PinnedCpu:
             self.saved = os.sched_getaffinity(0)
             self.cpu = self.reader.target_cpu()
             os.sched_setaffinity(0, {self.cpu})
+            self.reader.use_this_cpu()
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -237,7 +281,7 @@ class measure:  # noqa: N801 - used as a function: with measure() as m
             reader = _default_reader()
         else:
             report = _default_report()
-            if backend == "driver" and not SYSFS_DIR.is_dir():
+            if backend == "driver" and not sysinfo.SYSFS_DIR.is_dir():
                 forget()
                 report = _default_report()
             reader = open_reader(report, backend)
@@ -299,12 +343,21 @@ class measure:  # noqa: N801 - used as a function: with measure() as m
             result.reason = fault
             return
         c0, i0 = self.c0, self.i0
+        widths = reader.widths
         if span is not None:
             c0, c1, i0, i1 = span.values()
+            info = span.info()
+            before, after = info["generation_before"], info["generation_after"]
+            if before != after:
+                result.reason = reasons.MEASURE_GENERATION_CHANGED.format(
+                    cpu=info["cpu"], before=before, after=after)
+                return
+            result.generation = after or None
+            widths = reader.placed_widths(info["cycle_index"], info["insn_index"])
         if reader.cycles:
-            result.cycles = reader.delta("cycles", c0, c1)
+            result.cycles = wrap_delta(c0, c1, widths.get("cycles", COUNTER_BITS))
         if reader.instructions:
-            result.instructions = reader.delta("instructions", i0, i1)
+            result.instructions = wrap_delta(i0, i1, widths.get("instructions", COUNTER_BITS))
         elif not result.reason:
             result.reason = "no instructions counter"
 

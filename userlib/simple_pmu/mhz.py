@@ -19,12 +19,18 @@ not count time the thread spent preempted on a busy machine.
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import statistics
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from simple_pmu.native import native
+
+if TYPE_CHECKING:
+    from simple_pmu.measure import Reader
 
 SHORT, LONG = 50, 250
 REPEATS = 5
@@ -76,11 +82,16 @@ class _Sample:
 
 
 def _fastest(count: int, length: int, clock: Callable[[], int],
-             cycles: Callable[[], int] | None) -> _Sample:
+             cycles: Callable[[], int] | None,
+             delta: Callable[[int, int], int] | None = None,
+             generation: Callable[[], int] | None = None) -> _Sample:
+    """The fastest of REPEATS runs. With the driver's cycle counter, a run whose CPU
+    generation changed (the counter was moved or reloaded) keeps no cycle count."""
     assert native is not None
     xor_loop, tsc, wall = native.xor_loop, native.tsc, time.perf_counter_ns
     best: _Sample | None = None
     for _ in range(REPEATS):
+        g0 = generation() if generation else 0
         c0 = cycles() if cycles else 0
         w0 = wall()
         k0 = tsc()
@@ -90,8 +101,12 @@ def _fastest(count: int, length: int, clock: Callable[[], int],
         k1 = tsc()
         w1 = wall()
         c1 = cycles() if cycles else 0
+        same = not generation or generation() == g0
+        counted = None
+        if cycles and same:
+            counted = delta(c0, c1) if delta else c1 - c0
         if best is None or t1 - t0 < best.ns:
-            best = _Sample(t1 - t0, w1 - w0, k1 - k0, c1 - c0 if cycles else None)
+            best = _Sample(t1 - t0, w1 - w0, k1 - k0, counted if cycles else None)
     assert best is not None
     return best
 
@@ -110,16 +125,21 @@ def calibrate(clock: Callable[[], int], count: int = START_COUNT) -> int:
 
 
 def run_once(count: int, clock: Callable[[], int],
-             cycles: Callable[[], int] | None = None) -> MhzRun:
-    short = _fastest(count, SHORT, clock, cycles)
-    long = _fastest(count, LONG, clock, cycles)
+             cycles: Callable[[], int] | None = None, reader: Reader | None = None) -> MhzRun:
+    delta = generation = None
+    if reader is not None and cycles is not None:
+        delta = functools.partial(reader.delta, "cycles")
+        generation = reader.generation
+
+    def fastest(length: int) -> _Sample:
+        return _fastest(count, length, clock, cycles, delta, generation)
+    short, long = fastest(SHORT), fastest(LONG)
     # As mhz: equal times mean the clock could not tell the runs apart.
     for _ in range(MAX_CALIBRATION_STEPS):
         if long.ns > short.ns:
             break
         count *= 2
-        short = _fastest(count, SHORT, clock, cycles)
-        long = _fastest(count, LONG, clock, cycles)
+        short, long = fastest(SHORT), fastest(LONG)
     diff_ns = long.ns - short.ns
     xors = (LONG - SHORT) * count
     diff_wall = long.wall_ns - short.wall_ns
@@ -133,12 +153,14 @@ def run_once(count: int, clock: Callable[[], int],
 
 
 def measure_mhz(runs: int = 1, clock: str = "cpu", use_cycle_counter: bool = True) -> MhzResult:
-    """runs measurements after one calibration; the cycle counter beside if there is one."""
+    """runs measurements after one calibration; the cycle counter beside if there is one
+    (pinned to one CPU while it is read: the driver's counters are per CPU)."""
     if native is None:
         raise RuntimeError("mhz needs simple_pmu._native (the XOR loop is in C)")
     if runs < 1:
         raise ValueError("runs must be at least 1")
     read_clock = CLOCKS[clock]
+    reader: Reader | None = None
     cycles, backend, reason = None, None, "cycle counter not requested"
     if use_cycle_counter:
         from simple_pmu.measure import _default_reader
@@ -147,8 +169,13 @@ def measure_mhz(runs: int = 1, clock: str = "cpu", use_cycle_counter: bool = Tru
         cycles, backend, reason = reader.cycles, reader.backend, reader.reason
     count = calibrate(read_clock)
     results = []
-    for _ in range(runs):
-        run = run_once(count, read_clock, cycles)
-        count = run.count
-        results.append(run)
+    with contextlib.ExitStack() as stack:
+        if reader is not None:
+            from simple_pmu.measure import PinnedCpu
+
+            stack.enter_context(PinnedCpu(reader))
+        for _ in range(runs):
+            run = run_once(count, read_clock, cycles, reader)
+            count = run.count
+            results.append(run)
     return MhzResult(tuple(results), clock, backend, reason if cycles is None else "")

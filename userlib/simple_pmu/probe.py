@@ -1,8 +1,9 @@
 """probe(): which counter backend works here, and precisely why each other one does not.
 
 Backends, best first:
-  driver      the simple-pmu module: RDPMC of Intel fixed counters / arm64 PMCCNTR_EL0
-              and the driver's INST_RETIRED event counter, read through cycles.h
+  driver      the simple-pmu module: RDPMC of Intel fixed counters / on arm64 the counters
+              perf placed the driver's CPU_CYCLES and INST_RETIRED events in, per CPU
+              (sysfs cpuN/cycle_index, cpuN/event_index), read through cycles.h
   perf-rdpmc  perf self-monitoring: a perf event's mmap page plus RDPMC / mrs
   perf-read   perf_event_open() and read(2): one system call per reading
   timer       the time-stamp counter (x86) / generic timer (arm64): time, not cycles
@@ -16,6 +17,8 @@ within 2 * recheck_ms. probe() therefore tries the perf backends first and the d
 last, retrying the driver's trial read on each CPU until it works or that bound (plus a
 margin) has passed: when probe() says the driver is usable, its counters are readable on
 the CPUs listed in Backend.cpus right now, and nothing in probe() touches perf after that.
+A CPU where the driver's events have no readable counter (cpuN/cycle_index or an entry of
+cpuN/event_index is -1) is not tried: the driver keeps user access closed there.
 """
 
 from __future__ import annotations
@@ -24,22 +27,25 @@ import os
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 
-from simple_pmu import reasons
+from simple_pmu import reasons, sysinfo
 from simple_pmu.child import ChildResult, run_in_child
 from simple_pmu.native import native, native_error
 from simple_pmu.perf import PerfError, SelfMonitor, open_event, read_count
 from simple_pmu.sysinfo import (
     EVENT_SOURCE,
+    NO_INDEX,
     PARANOID,
     PERF_USER_ACCESS,
-    SYSFS_DIR,
     X86_CPU_PMUS,
     CpuInfo,
+    CpuPlacement,
     cpu_info,
     cpu_pmus,
     driver_attrs,
-    parse_event_counters,
+    driver_placement,
+    parse_events,
     rdpmc_mode,
     read_int,
 )
@@ -141,6 +147,8 @@ def _trial_one(what: str, cpu: int, call: Callable[[], object]) -> tuple[str | N
         return reasons.TRIAL_FAILED.format(what=what, cpu=cpu, error=result.error), False
     if isinstance(result.value, dict) and "fault" in result.value:
         return reasons.TRIAL_FAULT.format(what=what, cpu=cpu, signal=result.value["fault"]), True
+    if isinstance(result.value, dict) and "refused" in result.value:
+        return reasons.DRIVER_REFUSES.format(cpu=cpu), False
     if isinstance(result.value, list) and len(result.value) == 2:
         first, second = result.value
         if second == first:  # frozen after perf until the module's next check
@@ -191,46 +199,131 @@ def _no_vpmu(cpu: CpuInfo) -> list[str]:
 def probe_driver(cpu: CpuInfo) -> Backend:
     name, counters = "driver", ("cycles", "instructions")
     description = ("simple-pmu driver: RDPMC of fixed counters" if _is_x86(cpu)
-                   else "simple-pmu driver: PMCCNTR_EL0 and an INST_RETIRED event counter")
-    attrs = driver_attrs()
-    facts: dict[str, object] = {"module": "loaded" if SYSFS_DIR.is_dir() else "not loaded",
-                                "sysfs": str(SYSFS_DIR)}
+                   else "simple-pmu driver: the cycle and INST_RETIRED counters perf placed"
+                   " its events in, per CPU")
+    sysfs = sysinfo.SYSFS_DIR
+    attrs = driver_attrs(sysfs)
+    facts: dict[str, object] = {"module": "loaded" if sysfs.is_dir() else "not loaded",
+                                "sysfs": str(sysfs)}
     facts.update({f"sysfs.{k}": v for k, v in attrs.items() if "\n" not in v})
     found: list[str] = []
     notes: list[str] = []
+    cpus = _allowed_cpus()
     if native is None:
         return Backend(name, description, False, (native_error,), facts=facts)
-    if not SYSFS_DIR.is_dir():
-        found.append(reasons.DRIVER_NOT_LOADED.format(path=SYSFS_DIR))
+    if not sysfs.is_dir():
+        found.append(reasons.DRIVER_NOT_LOADED.format(path=sysfs))
     if _is_x86(cpu):
         found += _x86_driver_hardware(cpu, facts)
         mode = rdpmc_mode()
         if mode is not None:
             facts["rdpmc"] = f"{mode[0]} = {mode[1]}"
-            if SYSFS_DIR.is_dir() and mode[1] != 2:
+            if sysfs.is_dir() and mode[1] != 2:
                 found.append(reasons.RDPMC_NOT_ALWAYS.format(path=mode[0], value=mode[1]))
         if attrs.get("rdpmc_fixed", "1").strip() == "0":
             found.append(reasons.DRIVER_FIXED_OFF.format(value=attrs["rdpmc_fixed"]))
-    elif SYSFS_DIR.is_dir():
-        for attr, template in (("user_access", reasons.DRIVER_USER_ACCESS_OFF),
-                               ("cycle_counter", reasons.DRIVER_NO_CYCLE_COUNTER)):
-            if attrs.get(attr, "1").strip() == "0":
-                found.append(template.format(value=attrs[attr]))
-        try:
-            events = parse_event_counters(attrs.get("event_counters", ""))
-        except ValueError:
-            events = {}
-        if INST_RETIRED not in events:
-            counters = ("cycles",)
-            notes.append(reasons.DRIVER_NO_INSN.format(value=attrs.get("event_counters", "")))
+    elif sysfs.is_dir():
+        placement = arm64_placement(sysfs, attrs, cpus, facts)
+        found += placement.found
+        notes += placement.notes
+        counters = placement.counters
+        if not found and not placement.cpus:  # every allowed CPU has a problem
+            found += placement.cpu_problems
+        elif not found:
+            notes += [reasons.DRIVER_NOT_ON_CPU.format(problem=p)
+                      for p in placement.cpu_problems]
+            cpus = placement.cpus
     if found:
         return Backend(name, description, False, tuple(found), tuple(notes), facts=facts)
-    available = native.driver_available()
-    facts["perfmon_available"] = available
-    if available <= 0:
-        return Backend(name, description, False, (reasons.DRIVER_REFUSES,), facts=facts)
     return _driver_trials(Backend(name, description, False, (), tuple(notes), counters, facts),
-                          attrs)
+                          attrs, cpus)
+
+
+@dataclass
+class Arm64Placement:
+    """What the arm64 driver's sysfs says about reading its counters here."""
+
+    found: list[str] = field(default_factory=list)  # the driver is unusable: why
+    notes: list[str] = field(default_factory=list)
+    counters: tuple[str, ...] = ("cycles", "instructions")
+    cpus: list[int] = field(default_factory=list)  # allowed CPUs whose counters are placed
+    cpu_problems: list[str] = field(default_factory=list)  # why each other allowed CPU is not
+
+
+def arm64_placement(sysfs: Path, attrs: dict[str, str], allowed: list[int],
+                    facts: dict[str, object]) -> Arm64Placement:
+    """Check the arm64 driver's settings and its per-CPU placement (cpuN/) for the CPUs
+    this process may run on; fill facts with a summary."""
+    result = Arm64Placement()
+    access = attrs.get("user_access")
+    if access is not None and access.strip() != "1":
+        result.found.append(reasons.DRIVER_USER_ACCESS_OFF.format(value=access.strip()))
+    per_cpu = driver_placement(sysfs)
+    missing = [what for what, present in (("events", "events" in attrs),
+                                          ("event_width", "event_width" in attrs),
+                                          ("cpuN/ directories", bool(per_cpu)))
+               if not present]
+    if missing:
+        result.found.append(reasons.DRIVER_OLD_ABI.format(missing=", ".join(missing)))
+        return result
+    try:
+        events = parse_events(attrs["events"])
+    except ValueError:
+        result.found.append(reasons.DRIVER_MALFORMED.format(path=sysfs / "events",
+                                                            value=attrs["events"]))
+        return result
+    width = attrs["event_width"].strip()
+    if width not in ("32", "64"):
+        result.found.append(reasons.DRIVER_MALFORMED.format(path=sysfs / "event_width",
+                                                            value=width))
+    if INST_RETIRED not in events:
+        result.counters = ("cycles",)
+        result.notes.append(reasons.DRIVER_NO_INSN.format(value=attrs["events"].strip()))
+    for cpu in allowed:
+        problem = _cpu_problem(sysfs, cpu, per_cpu.get(cpu), events)
+        if problem is None:
+            result.cpus.append(cpu)
+        else:
+            result.cpu_problems.append(problem)
+    facts["placement"] = placement_summary(per_cpu, events)
+    facts["interventions"] = sum(p.interventions or 0 for p in per_cpu.values())
+    facts["kvm_deferrals"] = sum(p.kvm_deferrals or 0 for p in per_cpu.values())
+    return result
+
+
+def _cpu_problem(sysfs: Path, cpu: int, place: CpuPlacement | None,
+                 events: list[int]) -> str | None:
+    """Why the driver's counters cannot be read on cpu, or None."""
+    path = sysfs / f"cpu{cpu}"
+    if place is None:
+        return reasons.DRIVER_CPU_ABSENT.format(cpu=cpu, path=path)
+    if place.cycle_index is None:
+        return reasons.DRIVER_MALFORMED.format(path=path / "cycle_index",
+                                               value=place.raw.get("cycle_index", ""))
+    if place.cycle_index == NO_INDEX:
+        return reasons.DRIVER_CPU_NOT_PLACED.format(cpu=cpu, path=path / "cycle_index")
+    raw_events = place.raw.get("event_index", "")
+    if place.event_index is None or len(place.event_index) != len(events):
+        return reasons.DRIVER_MALFORMED.format(path=path / "event_index", value=raw_events)
+    for event, idx in zip(events, place.event_index, strict=True):
+        if idx == NO_INDEX:
+            return reasons.DRIVER_CPU_EVENT_NOT_PLACED.format(
+                cpu=cpu, event=f"{event:#x}", path=path / "event_index", value=raw_events)
+    return None
+
+
+def placement_summary(per_cpu: dict[int, CpuPlacement], events: list[int]) -> str:
+    """Where the counters are: "every CPU: cycles 31, 0x8 5", else one entry per CPU."""
+    def one(place: CpuPlacement) -> str:
+        if place.cycle_index is None or place.event_index is None:
+            return "unreadable"
+        return ", ".join([f"cycles {place.cycle_index}"] +
+                         [f"{ev:#x} {idx}" for ev, idx in
+                          zip(events, place.event_index, strict=False)])
+    shown = {cpu: one(place) for cpu, place in per_cpu.items()}
+    if len(set(shown.values())) == 1:
+        return f"every CPU: {next(iter(shown.values()))}"
+    return "; ".join(f"cpu{cpu}: {text}" for cpu, text in shown.items())
 
 
 def _recheck_ms(attrs: dict[str, str]) -> int:
@@ -240,8 +333,21 @@ def _recheck_ms(attrs: dict[str, str]) -> int:
         return DEFAULT_RECHECK_MS
 
 
-def _driver_trials(backend: Backend, attrs: dict[str, str]) -> Backend:
-    """Trial reads on every allowed CPU; usable where they work (see the module docstring).
+def _driver_reads(read: Callable[[], int]) -> Callable[[], object]:
+    """In the child: cycles.h's perfmon_available() on this CPU first, then two reads."""
+    reads = _two_reads(read)
+
+    def run() -> object:
+        assert native is not None
+        available = native.driver_available()
+        if available <= 0:
+            return {"refused": available}
+        return reads()
+    return run
+
+
+def _driver_trials(backend: Backend, attrs: dict[str, str], cpus: list[int]) -> Backend:
+    """Trial reads on the given CPUs; usable where they work (see the module docstring).
 
     A CPU where perf ran a moment ago faults (or its counters stand still) until the
     module's next check: each CPU is retried until 2 * recheck_ms + RETRY_MARGIN_S after
@@ -252,12 +358,12 @@ def _driver_trials(backend: Backend, attrs: dict[str, str]) -> Backend:
     recheck_ms = _recheck_ms(attrs)
     started = time.monotonic()
     retry = _Retry(started + 2 * recheck_ms / 1000 + RETRY_MARGIN_S, started)
-    reads = [("the cycle counter", _two_reads(native.driver_cycles))]
+    reads = [("the cycle counter", _driver_reads(native.driver_cycles))]
     if "instructions" in backend.counters:
-        reads.append(("the instructions counter", _two_reads(native.driver_instructions)))
+        reads.append(("the instructions counter", _driver_reads(native.driver_instructions)))
     good: list[int] = []
     failed: list[str] = []
-    for cpu in _allowed_cpus():
+    for cpu in cpus:
         problem = None
         for what, call in reads:
             problem = retry.run(what, cpu, call)

@@ -1,4 +1,5 @@
-"""Every reason probe() can give, in one place (docs/simple-pmu.1 DIAGNOSTICS lists them).
+"""Every reason probe() and measure() can give, in one place (docs/simple-pmu.1
+DIAGNOSTICS lists them).
 
 Each is a str.format template; the fields are filled with what was found.
 """
@@ -27,14 +28,31 @@ RDPMC_NOT_ALWAYS = ("{path} is {value}: user RDPMC outside a task with a perf mm
                     " the driver's counters need 2")
 DRIVER_FIXED_OFF = "the driver has the fixed counters off (rdpmc_fixed is {value})"
 DRIVER_USER_ACCESS_OFF = "the driver's user access is off (user_access is {value})"
-DRIVER_NO_CYCLE_COUNTER = "the driver does not hold the cycle counter (cycle_counter is {value})"
-DRIVER_REFUSES = "cycles.h perfmon_available() returns 0 with the module loaded"
+DRIVER_OLD_ABI = ("the loaded simple-pmu module does not publish {missing}: it is older than"
+                  " this library, which reads the per-CPU counter placement (cpuN/cycle_index,"
+                  " cpuN/event_index, cpuN/generation, event_width)")
+DRIVER_MALFORMED = "{path} holds '{value}', which this library cannot parse"
+DRIVER_CPU_ABSENT = "CPU {cpu}: the driver publishes no placement for it ({path} is missing)"
+DRIVER_CPU_NOT_PLACED = ("CPU {cpu}: the driver's cycle counter is not on a counter user space"
+                         " can read ({path} is -1: perf has not scheduled the driver's pinned"
+                         " events there, or the CPU is offline); user access stays closed on"
+                         " that CPU")
+DRIVER_CPU_EVENT_NOT_PLACED = ("CPU {cpu}: the driver's event {event} is not on a counter user"
+                               " space can read ({path} is '{value}'); user access stays closed"
+                               " on that CPU")
+DRIVER_REFUSES = "cycles.h perfmon_available() returns 0 on CPU {cpu} with the module loaded"
 # Notes on a usable driver, not reasons it is unusable.
 DRIVER_WAITED = ("user access on CPU {cpus} came back after {ms} ms: perf had used the PMU"
                  " there (the module restores it every recheck_ms = {recheck_ms} ms)")
 DRIVER_NOT_ON_CPU = "not usable on every CPU: {problem}"
 DRIVER_NO_INSN = ("no instructions: the driver counts no INST_RETIRED (event 0x08) event"
-                  " (event_counters is '{value}')")
+                  " (events is '{value}')")
+
+# measure() with the driver: why the counts of one measurement are None
+MEASURE_GENERATION_CHANGED = ("the driver's counters on CPU {cpu} changed during the"
+                              " measurement (cpu{cpu}/generation {before} -> {after}: perf"
+                              " moved or reloaded a counter, the CPU went offline and back, or"
+                              " the settings changed); counts discarded, measure again")
 
 # perf
 HYPERVISOR_NO_VPMU = "hypervisor {hypervisor} exposes no virtual PMU to this guest"

@@ -185,11 +185,12 @@ def rdpmc_mode() -> tuple[Path, int] | None:
     return None
 
 
-def driver_attrs() -> dict[str, str]:
-    """Every readable attribute of the simple-pmu sysfs directory ({} if absent)."""
+def driver_attrs(sysfs: Path | None = None) -> dict[str, str]:
+    """Every readable attribute of the simple-pmu sysfs directory ({} if absent); the
+    cpuN/ directories are driver_placement()'s."""
     attrs: dict[str, str] = {}
     try:
-        entries = sorted(SYSFS_DIR.iterdir())
+        entries = sorted((SYSFS_DIR if sysfs is None else sysfs).iterdir())
     except OSError:
         return attrs
     for entry in entries:
@@ -200,12 +201,100 @@ def driver_attrs() -> dict[str, str]:
     return attrs
 
 
-def parse_event_counters(text: str) -> dict[int, int]:
-    """event_counters ("5:0x0008 4:0x0011") as {event: counter index}; ValueError if malformed."""
-    result: dict[int, int] = {}
-    for pair in text.split():
-        idx, sep, event = pair.partition(":")
-        if not sep:
-            raise ValueError(f"event_counters: {pair!r} is not IDX:0xEVENT")
-        result[int(event, 16)] = int(idx, 10)
-    return result
+CYCLE_COUNTER_INDEX = 31  # cycle_index / event_index 31: PMCCNTR_EL0, always 64 bits
+NO_INDEX = -1  # cycle_index / event_index: not on a counter user space can read
+
+
+def parse_events(text: str) -> list[int]:
+    """The driver's `events` ("0x8,0x11", "none", ""); ValueError if malformed."""
+    text = text.strip()
+    if text in ("", "none"):
+        return []
+    events = []
+    for item in text.split(","):
+        if not item or not item[0].isdigit():
+            raise ValueError(f"events: {item!r} is not an event number")
+        events.append(int(item, 0))
+    return events
+
+
+def parse_index_list(text: str) -> list[int]:
+    """A cpuN/event_index line ("3 4", "-1 2", ""); ValueError unless each is -1..31."""
+    indices = [int(item, 10) for item in text.split()]
+    for idx in indices:
+        if not NO_INDEX <= idx <= CYCLE_COUNTER_INDEX:
+            raise ValueError(f"counter index {idx} is outside -1..31")
+    return indices
+
+
+def parse_cpulist(text: str) -> list[int]:
+    """A kernel cpulist ("0-3,6", ""); ValueError if malformed."""
+    cpus: list[int] = []
+    for item in text.strip().split(","):
+        if not item:
+            continue
+        first, sep, last = item.partition("-")
+        lo, hi = int(first, 10), int(last, 10) if sep else int(first, 10)
+        if lo < 0 or hi < lo:
+            raise ValueError(f"cpulist: {item!r}")
+        cpus.extend(range(lo, hi + 1))
+    return cpus
+
+
+def counter_width(index: int, event_width: int) -> int:
+    """Bits of the counter at a cycle_index / event_index: 64 for PMCCNTR_EL0 (31), else
+    the driver's event_width."""
+    return 64 if index == CYCLE_COUNTER_INDEX else event_width
+
+
+@dataclass(frozen=True)
+class CpuPlacement:
+    """One cpuN/ directory of the driver: where its counters are on that CPU.
+
+    A field is None when its file cannot be read or does not parse."""
+
+    cpu: int
+    cycle_index: int | None
+    event_index: tuple[int, ...] | None
+    generation: int | None
+    interventions: int | None = None
+    kvm_deferrals: int | None = None
+    checks: int | None = None
+    raw: dict[str, str] = field(default_factory=dict, compare=False, repr=False)
+
+
+def _cpu_placement(cpu: int, path: Path) -> CpuPlacement:
+    raw = {name: text for name in ("cycle_index", "event_index", "generation",
+                                   "interventions", "kvm_deferrals", "checks")
+           if (text := read_text(path / name)) is not None}
+
+    def number(name: str) -> int | None:
+        try:
+            return int(raw[name].strip(), 10)
+        except (KeyError, ValueError):
+            return None
+    try:
+        events: tuple[int, ...] | None = tuple(parse_index_list(raw["event_index"]))
+    except (KeyError, ValueError):
+        events = None
+    cycle = number("cycle_index")
+    if cycle is not None and not NO_INDEX <= cycle <= CYCLE_COUNTER_INDEX:
+        cycle = None
+    return CpuPlacement(cpu, cycle, events, number("generation"), number("interventions"),
+                        number("kvm_deferrals"), number("checks"), raw)
+
+
+def driver_placement(sysfs: Path | None = None) -> dict[int, CpuPlacement]:
+    """Every cpuN/ directory of the driver ({} if there are none: not loaded, or a driver
+    older than the per-CPU placement)."""
+    base = SYSFS_DIR if sysfs is None else sysfs
+    try:
+        entries = list(base.iterdir())
+    except OSError:
+        return {}
+    result = {}
+    for entry in entries:
+        name = entry.name
+        if name.startswith("cpu") and name[3:].isdigit() and entry.is_dir():
+            result[int(name[3:])] = _cpu_placement(int(name[3:]), entry)
+    return dict(sorted(result.items()))

@@ -11,7 +11,7 @@ import sys
 import time
 
 import simple_pmu
-from simple_pmu.sysinfo import SYSFS_DIR
+from simple_pmu.sysinfo import SYSFS_DIR, counter_width, driver_placement, parse_events
 
 
 def fail(msg: str) -> None:
@@ -32,53 +32,100 @@ def absent() -> None:
 
 
 def present() -> None:
+    """The driver is usable on every CPU, and on each the extension reads the counters
+    that CPU's cpuN/cycle_index and event_index name, in its current generation."""
     d = driver()
     print(f"driver usable={d.usable} counters={d.counters} {d.reason or ''}")
+    print(f"placement: {d.facts.get('placement')}")
     if not d.usable or "cycles" not in d.counters or "instructions" not in d.counters:
         fail("want the driver usable with cycles and instructions")
     if sorted(d.cpus) != list(range(os.cpu_count() or 0)):
         fail(f"trial reads verified on CPUs {d.cpus}, want every CPU")
+    native = simple_pmu.native
+    events = parse_events((SYSFS_DIR / "events").read_text())
+    saved = os.sched_getaffinity(0)
+    try:
+        for cpu in d.cpus:
+            os.sched_setaffinity(0, {cpu})
+            gen = native.driver_generation()
+            place = driver_placement()[cpu]
+            assert place.event_index is not None
+            want = (cpu, place.cycle_index, place.event_index[events.index(0x08)])
+            got = native.driver_indices()
+            print(f"cpu{cpu}: reads cycles at {got[1]}, instructions at {got[2]}; "
+                  f"generation {gen}")
+            if got != want or gen != place.generation:
+                fail(f"cpu{cpu}: extension reads {got} in generation {gen}; sysfs says "
+                     f"{want} in generation {place.generation}")
+    finally:
+        os.sched_setaffinity(0, saved)
 
 
 WARMUP = 8  # CPython 3.11 specializes its bytecode over the first runs
 RUNS = 10
 SIZES = (1000, 100000)
+MAX_RETRIES = 20  # windows measured again because the CPU's generation changed
 
 
-def span_overheads(n: int) -> list[int]:
-    """Instructions beyond 2n of known_loop(n) between two reads done in C."""
-    span, loop, out = simple_pmu.native.DriverSpan(), simple_pmu.native.known_loop, []
-    for _ in range(WARMUP + RUNS):
+def span_overheads(n: int) -> tuple[list[int], int]:
+    """Instructions beyond 2n of known_loop(n) between two reads done in C, each window
+    inside one generation of the CPU (a window whose generation changed is measured
+    again); and how many were measured again."""
+    native = simple_pmu.native
+    span, loop, out, retries = native.DriverSpan(), native.known_loop, [], 0
+    width = int((SYSFS_DIR / "event_width").read_text())
+    while len(out) < WARMUP + RUNS:
         span.start()
         loop(n)
         span.stop()
         _, _, i0, i1 = span.values()
-        out.append(i1 - i0 - simple_pmu.KNOWN_LOOP_INSNS_PER_ITER * n)
-    return out[WARMUP:]
+        info = span.info()
+        if info["generation_before"] != info["generation_after"]:
+            retries += 1
+            if retries > MAX_RETRIES:
+                fail(f"generation changed in {retries} windows: {info}")
+            continue
+        delta = (i1 - i0) % (1 << counter_width(info["insn_index"], width))
+        out.append(delta - simple_pmu.KNOWN_LOOP_INSNS_PER_ITER * n)
+    return out[WARMUP:], retries
 
 
-def measure_runs(n: int) -> list[tuple[int, int]]:
-    """(instructions beyond 2n, cycles - instructions) of `with measure()` runs."""
-    out = []
-    for _ in range(WARMUP + RUNS):
+def measure_runs(n: int) -> tuple[list[tuple[int, int]], int]:
+    """(instructions beyond 2n, cycles - instructions) of `with measure()` runs; a run
+    that measure() discarded because the generation changed is measured again."""
+    out, retries = [], 0
+    while len(out) < WARMUP + RUNS:
         with simple_pmu.measure("driver") as m:
             simple_pmu.known_loop(n)
-        if m.instructions is None or m.cycles is None or m.backend != "driver":
+        if m.backend != "driver":
+            fail(f"no driver reading: {m}")
+        if m.instructions is None and "generation" in m.reason:
+            retries += 1
+            if retries > MAX_RETRIES:
+                fail(f"generation changed in {retries} measurements: {m.reason}")
+            del m
+            continue
+        if m.instructions is None or m.cycles is None:
             fail(f"no driver reading: {m}")
         out.append((m.instructions - simple_pmu.KNOWN_LOOP_INSNS_PER_ITER * n,
                     m.cycles - m.instructions))
         del m  # rebinding m would free the old Measurement inside the next window
-    return out[WARMUP:]
+    return out[WARMUP:], retries
 
 
 def exact() -> None:
-    """known_loop(n) measured under -icount shift=0 (exact counts), user ring only.
+    """known_loop(n) measured under -icount shift=0 (exact counts), user ring only (the
+    driver's default ring, 2).
 
     Between two reads made in C (DriverSpan, what measure() uses) the count is 2n plus
-    one fixed overhead, identical on every run and for every n. Around a Python `with
-    measure()` block the interpreter's own bookkeeping adds a few thousand instructions
-    that vary by a few dozen between runs (allocator state): bounded, not identical."""
+    one fixed overhead, identical on every run and for every n: every window inside one
+    generation of the CPU counts exactly. Around a Python `with measure()` block the
+    interpreter's own bookkeeping adds a few thousand instructions that vary by a few
+    dozen between runs (allocator state): bounded, not identical."""
     gc.disable()  # a collection inside a window would add thousands of instructions
+    ring = (SYSFS_DIR / "ring").read_text().strip()
+    if ring != "2":
+        fail(f"ring is {ring}: exact counts need 2 (user only), the driver's default")
     d = driver()
     os.sched_setaffinity(0, {d.cpus[0]})
     with simple_pmu.measure("driver"):
@@ -87,28 +134,29 @@ def exact() -> None:
     # 2 * recheck_ms: let it put them back before counting exactly.
     recheck_ms = int((SYSFS_DIR / "recheck_ms").read_text())
     time.sleep(2 * recheck_ms / 1000 + 0.1)
-    spans = {n: span_overheads(n) for n in SIZES}
-    print(f"C-level reads: instructions - 2n = {spans}")
-    # As in 32-exact-counts: at most one disturbed run per size (always more, never fewer
-    # instructions); every other run of both sizes has the same overhead.
-    base = min(v for vs in spans.values() for v in vs)
-    for vs in spans.values():
-        if len([v for v in vs if v != base]) > 1:
-            fail(f"overhead between C-level reads not constant: {spans}")
-    runs = {n: measure_runs(n) for n in SIZES}
-    lowest = min(i for rs in runs.values() for i, _ in rs)
-    # Drop one disturbed run per size (thousands more), as above.
-    kept = {n: sorted(rs)[:-1] if sorted(rs)[-1][0] > lowest + 1000 else rs
-            for n, rs in runs.items()}
-    extra = [i for rs in kept.values() for i, _ in rs]
-    gaps = {g for rs in kept.values() for _, g in rs}
+    spans, retried = {}, 0
+    for n in SIZES:
+        spans[n], r = span_overheads(n)
+        retried += r
+    print(f"C-level reads on CPU {d.cpus[0]}: instructions - 2n = {spans}"
+          f" ({retried} windows measured again after a generation change)")
+    if len({v for vs in spans.values() for v in vs}) != 1:
+        fail(f"overhead between C-level reads not the same on every run: {spans}")
+    base = spans[SIZES[0]][0]
+    runs, retried = {}, 0
+    for n in SIZES:
+        runs[n], r = measure_runs(n)
+        retried += r
+    extra = [i for rs in runs.values() for i, _ in rs]
+    gaps = {g for rs in runs.values() for _, g in rs}
     print(f"with measure(): instructions - 2n = {[i for i, _ in runs[SIZES[0]]]} (n={SIZES[0]}), "
-          f"{[i for i, _ in runs[SIZES[1]]]} (n={SIZES[1]}); cycles - instructions = {gaps}")
+          f"{[i for i, _ in runs[SIZES[1]]]} (n={SIZES[1]}); cycles - instructions = {gaps}"
+          f" ({retried} measured again)")
     if len(gaps) != 1:
         fail(f"cycles - instructions not constant: {gaps}")
     if max(extra) - min(extra) > 64:
         fail(f"with measure() overhead spread {max(extra) - min(extra)} > 64")
-    print(f"known_loop(n) = 2n + {base} exactly; with measure(): 2n + "
+    print(f"known_loop(n) = 2n + {base} exactly on every run; with measure(): 2n + "
           f"{min(extra)}..{max(extra)}")
 
 

@@ -26,33 +26,70 @@ static int failures;
 /* In another translation unit: the header must link twice. */
 int other_unit_perfmon(void);
 
-static void check_event_counter_parser(void)
+/* events + event_index -> where INST_RETIRED counts on a CPU. */
+static void check_event_index_parser(void)
 {
 	static const struct {
-		const char *list;
+		const char *events, *event_index;
 		unsigned long event;
 		int want;
 	} cases[] = {
-		{ "5:0x0008", 0x8, 5 },
-		{ "5:0x0008 4:0x0011", 0x11, 4 },
-		{ "4:0x0011 5:0x8", 0x8, 5 },
-		{ "  30:0x0008", 0x8, 30 },
-		{ "31:0x0008", 0x8, -1 },	/* past PMEVCNTR30_EL0 */
-		{ "5:0x0011", 0x8, -1 },
-		{ "", 0x8, -1 },
-		{ "none", 0x8, -1 },
-		{ "5-0x0008", 0x8, -1 },
-		{ "5:0x0008x", 0x8, -1 },
+		{ "0x8", "5", 0x8, 5 },
+		{ "0x8", "31", 0x8, 31 },		/* PMCCNTR_EL0 */
+		{ "0x8", "0", 0x8, 0 },
+		{ "0x8", "-1", 0x8, CYCLES_IDX_NONE },	/* not placed */
+		{ "0x11,0x8", "3 4", 0x8, 4 },		/* by position */
+		{ "0x8,0x11", "3 4", 0x8, 3 },
+		{ "0x11,0x8", "3 -1", 0x8, CYCLES_IDX_NONE },
+		{ "17,8", "2 30", 0x8, 30 },		/* decimal events */
+		{ "0x11", "3", 0x8, CYCLES_IDX_NONE },	/* not counted */
+		{ "none", "", 0x8, CYCLES_IDX_NONE },
+		{ "", "", 0x8, CYCLES_IDX_NONE },
+		{ "0x8,0x8", "1 2", 0x8, 1 },		/* the first */
+		/* Lists that do not belong together: read again. */
+		{ "0x8", "", 0x8, CYCLES_IDX_UNKNOWN },
+		{ "0x8", "1 2", 0x8, CYCLES_IDX_UNKNOWN },
+		{ "0x11,0x8", "3", 0x8, CYCLES_IDX_UNKNOWN },
+		{ "none", "3", 0x8, CYCLES_IDX_UNKNOWN },
+		/* Malformed. */
+		{ "0x8", "32", 0x8, CYCLES_IDX_UNKNOWN },
+		{ "0x8", "-2", 0x8, CYCLES_IDX_UNKNOWN },
+		{ "0x8", "5x", 0x8, CYCLES_IDX_UNKNOWN },
+		{ "0x8", "5:0x0008", 0x8, CYCLES_IDX_UNKNOWN },
+		{ "0x8,", "1", 0x8, CYCLES_IDX_UNKNOWN },
+		{ ",0x8", "1", 0x8, CYCLES_IDX_UNKNOWN },
+		{ "0x8 0x11", "1 2", 0x8, CYCLES_IDX_UNKNOWN },
+		{ "junk", "1", 0x8, CYCLES_IDX_UNKNOWN },
+	};
+	static const struct {
+		const char *events;
+		int count, pos;
+	} lists[] = {
+		{ "0x8", 1, 0 }, { "0x11,0x8", 2, 1 }, { "none", 0, -1 },
+		{ "", 0, -1 }, { "0x11", 1, -1 }, { "0x8,,0x11", -1, -1 },
+		{ "-8", -1, -1 },
 	};
 	unsigned int i;
-	int got;
+	int got, pos;
 
 	for (i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
-		got = cycles_find_event_counter(cases[i].list, cases[i].event);
+		got = cycles_event_index(cases[i].events, cases[i].event_index,
+					 cases[i].event);
 		CHECK(got == cases[i].want,
-		      "find_event_counter(\"%s\", %#lx) = %d, want %d",
-		      cases[i].list, cases[i].event, got, cases[i].want);
+		      "event_index(\"%s\", \"%s\", %#lx) = %d, want %d",
+		      cases[i].events, cases[i].event_index, cases[i].event,
+		      got, cases[i].want);
 	}
+	for (i = 0; i < sizeof(lists) / sizeof(lists[0]); i++) {
+		got = cycles_parse_events(lists[i].events, 0x8, &pos);
+		CHECK(got == lists[i].count && pos == lists[i].pos,
+		      "parse_events(\"%s\") = %d pos %d, want %d pos %d",
+		      lists[i].events, got, pos, lists[i].count, lists[i].pos);
+	}
+	CHECK(cycles_index_at(" 7  -1 ", 1, &got) == 2 && got == -1,
+	      "index_at with spaces: %d", got);
+	CHECK(cycles_index_at("7", 3, &got) == 1 && got == CYCLES_IDX_NONE,
+	      "index_at past the end: %d", got);
 }
 
 static void check_timer(void)
@@ -145,7 +182,7 @@ int main(void)
 		b = insn_retired();
 		printf("insn_delta=%llu\n", b - a);
 	}
-	check_event_counter_parser();
+	check_event_index_parser();
 	check_timer();
 	check_pinning();
 	printf("failures=%d\n", failures);
