@@ -11,5 +11,5 @@ echo 1 > $cpu || fail "online cpu1"
 out=$(pmuread 1) || fail "read on cpu1 after hotplug: $out"
 g1=$(cpu_attr 1 generation)
 [ "$g1" != "$g0" ] || fail "cpu1 generation unchanged ($g0) across offline/online"
-pmuwin_exact 1 >/dev/null
+x=$(pmuwin_exact 1) || fail "after: $x"
 echo "cpu1 offline/online: cycle_index -1 while offline, generation $g0 -> $g1, reads exact after"

@@ -28,5 +28,5 @@ after=$(cpu_attr 1 interventions)
 if [ "$slowest" -gt 0 ]; then
 	[ "$after" -gt "$before" ] || fail "reads stopped for $slowest ms but interventions on cpu1 stayed $before"
 fi
-pmuwin_exact 1 >/dev/null
+x=$(pmuwin_exact 1) || fail "after: $x"
 echo "perf counted $cycles (loop $want); reads back within ${slowest} ms (bound $bound); interventions $before -> $after; exact after"

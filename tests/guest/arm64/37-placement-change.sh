@@ -21,5 +21,5 @@ c1=$(published 1 0) e1=$(published 1 1) g1=$(cpu_attr 1 generation)
 [ "$c1" != 31 ] && [ "$c1" -ge 0 ] || fail "after: cycles on '$c1', want an event counter (perf's event holds PMCCNTR)"
 [ "$g1" != "$g0" ] || fail "placement changed ($c0/$e0 -> $c1/$e1) but generation stayed $g0"
 [ "$(cat $SYSFS/cpus)" = "0-1" ] || fail "cpus $(cat $SYSFS/cpus) after the move"
-pmuwin_exact 1 >/dev/null
+x=$(pmuwin_exact 1) || fail "after: $x"
 echo "cpu1: cycles $c0 -> $c1, instructions $e0 -> $e1, generation $g0 -> $g1; reads of the new counters exact"

@@ -6,8 +6,8 @@
  * cycles and instructions in user space: a pinned CPU-wide group (as
  * perf stat -a opens it) and a per-task group of this thread. Each PHASE
  * is NAME:COMMAND. The command runs first (system(), on this CPU, between
- * windows), then five windows of spmu_spin(N), each between two reads of
- * both groups. A PHASE whose NAME starts with "during" runs its command in
+ * windows), then, after 300 ms for the other CPU to settle, five windows of
+ * spmu_spin(N), each between two reads of both groups. A PHASE whose NAME starts with "during" runs its command in
  * a child on another CPU instead, while windows are measured until it
  * ends: the module changes state inside those windows.
  *
@@ -123,6 +123,11 @@ static int run_phase(const char *spec, int cpu, uint64_t n)
 	} else {
 		if (*(colon + 1))
 			rc = system(colon + 1) ? 1 : 0;
+		/*
+		 * Let the other CPU finish what the command left it (RCU, kworkers):
+		 * under -icount its instructions would land in our windows.
+		 */
+		usleep(300000);
 		for (i = 0; i < 5; i++)
 			window(&sp, n);
 	}
