@@ -32,15 +32,22 @@ def attributes() -> set[str]:
     return {n for n in names if not n.startswith("_")}
 
 
+def cpu_attributes() -> set[str]:
+    """The cpuN/ attributes, named in drivers/common/sysfs_dev.c's field table."""
+    text = (REPO / "drivers" / "common" / "sysfs_dev.c").read_text()
+    return set(re.findall(r'\[SPMU_F_\w+\]\s*=\s*"(\w+)"', text))
+
+
 def parameters() -> set[str]:
     names = set()
     for src in SOURCES:
-        names |= set(re.findall(r"module_param(?:_named)?\((\w+)", src.read_text()))
+        names |= set(re.findall(r"module_param(?:_named|_cb)?\((\w+)", src.read_text()))
     return names
 
 
 def test_there_is_something_to_check():
-    assert len(messages()) >= 10 and len(attributes()) >= 10 and parameters()
+    assert len(messages()) >= 10 and len(attributes()) >= 10 and len(parameters()) == 4
+    assert len(cpu_attributes()) == 6
 
 
 @pytest.mark.parametrize("msg", messages())
@@ -53,6 +60,12 @@ def test_every_message_is_in_diagnostics(msg):
 def test_every_attribute_is_documented(name):
     assert f"Pa {name}" in MAN.read_text() or f", Pa {name}" in MAN.read_text()
     assert f"simple-pmu0/{name}\n" in ABI.read_text()
+
+
+@pytest.mark.parametrize("name", sorted(cpu_attributes()))
+def test_every_cpu_attribute_is_documented(name):
+    assert f".It Pa {name}" in MAN.read_text()
+    assert f"simple-pmu0/cpuN/{name}\n" in ABI.read_text()
 
 
 @pytest.mark.parametrize("name", sorted(parameters()))
