@@ -16,6 +16,7 @@
 
 #define pr_fmt(fmt) "simple-pmu: " fmt
 
+#include <linux/bitfield.h>
 #include <linux/cpu_pm.h>
 #include <linux/notifier.h>
 #include <linux/perf/arm_pmu.h>
@@ -24,27 +25,41 @@
 #include "compat.h"
 #include "drivers/arm64/pmu.h"
 
+/*
+ * KVM's, not ours, while a vCPU is loaded. EN is never a value we write:
+ * where the kernel does not export kvm_get_running_vcpu() (7.x), a
+ * PMUSERENR with EN set is how KVM's (ER|CR|SW|EN under VHE, 7.2's
+ * arch/arm64/kvm/hyp/include/hyp/switch.h) shows. UEN is perf's own grant
+ * to a perf_user_access task on PMUv3p9, with its per-counter filter.
+ */
+static bool spmu_pmuserenr_foreign(u64 cur)
+{
+	return spmu_kvm_vcpu_loaded() ||
+	       (cur & (SPMU_PMUSERENR_EN | SPMU_PMUSERENR_UEN));
+}
+
+/* On this CPU: a 64-bit event on an event counter needs PMUv3p5 here. */
+static bool spmu_this_cpu_long_events(void)
+{
+	return FIELD_GET(SPMU_DFR0_PMUVER, spmu_read_id_aa64dfr0()) >=
+	       SPMU_DFR0_PMUVER_V3P5;
+}
+
 int spmu_arch_counter_index(struct perf_event *event)
 {
 	int n = spmu_armpmu_idx_to_counter(event->hw.idx);
 
 	if (n < 0 || n > SPMU_CYCLE_COUNTER)
 		return SPMU_NO_INDEX;
-	/* A 64-bit event on a chained pair: no single mrs reads it. */
-	if (n != SPMU_CYCLE_COUNTER && !spmu_hw.long_events &&
-	    (event->hw.flags & ARMPMU_EVT_64BIT))
+	/*
+	 * A 64-bit event on a chained pair (a CPU below PMUv3p5, which may
+	 * come online after load): hw.idx is the high half, and no single
+	 * mrs reads the pair.
+	 */
+	if (n != SPMU_CYCLE_COUNTER && (event->hw.flags & ARMPMU_EVT_64BIT) &&
+	    !spmu_this_cpu_long_events())
 		return SPMU_NO_INDEX;
 	return n;
-}
-
-/*
- * KVM's, not ours, while a vCPU is loaded. EN is never a value we write:
- * where the kernel does not export kvm_get_running_vcpu() (7.x), a
- * PMUSERENR with EN set is how KVM's (ER|CR|SW|EN under VHE) shows.
- */
-static bool spmu_pmuserenr_foreign(u64 cur)
-{
-	return spmu_kvm_vcpu_loaded() || (cur & SPMU_PMUSERENR_EN);
 }
 
 bool spmu_arch_sync_access(struct spmu_pcpu *c, enum spmu_check_cause cause)
@@ -55,31 +70,38 @@ bool spmu_arch_sync_access(struct spmu_pcpu *c, enum spmu_check_cause cause)
 
 	if (spmu_pmuserenr_foreign(cur)) {
 		WRITE_ONCE(c->kvm_deferrals, c->kvm_deferrals + 1);
+		WRITE_ONCE(c->open, false);
 		return false;
 	}
+	/* Someone else wrote it since: not ours to take back. */
+	if (c->granted && cur != SPMU_PMUSERENR_RO)
+		WRITE_ONCE(c->granted, false);
 	if (!want) {
 		spmu_arch_revoke(c);
+		WRITE_ONCE(c->open, false);
 		return false;
 	}
-	if (cur == SPMU_PMUSERENR_RO) {
-		WRITE_ONCE(c->granted, true);
+	WRITE_ONCE(c->open, true);
+	/* Ours, or perf's for a perf_user_access task: readable either way. */
+	if (cur == SPMU_PMUSERENR_RO)
 		return false;
-	}
-	reopened = c->granted;
+	reopened = c->was_granted;
 	spmu_write_pmuserenr(SPMU_PMUSERENR_RO);
 	WRITE_ONCE(c->granted, true);
+	c->was_granted = true;
 	if (reopened)
 		pr_debug("cpu%u: user access was revoked; reopened (cause %d)\n",
 			 smp_processor_id(), cause);
 	return reopened;
 }
 
+/* Close what we opened, if it still reads as we left it. */
 void spmu_arch_revoke(struct spmu_pcpu *c)
 {
-	if (!c->granted)
-		return;
-	spmu_write_pmuserenr(0);
+	if (c->granted && spmu_read_pmuserenr() == SPMU_PMUSERENR_RO)
+		spmu_write_pmuserenr(0);
 	WRITE_ONCE(c->granted, false);
+	c->was_granted = false;
 }
 
 static int spmu_cpu_pm_notify(struct notifier_block *nb, unsigned long action,

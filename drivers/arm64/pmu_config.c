@@ -212,7 +212,7 @@ static void spmu_attr_init(struct perf_event_attr *attr, unsigned int ring,
 	attr->exclude_user = !(ring & SPMU_RING_USER);
 	/* A non-VHE hypervisor is not the kernel; a VHE kernel ignores it. */
 	attr->exclude_hv = 1;
-	/* Guests count for themselves; from 7.x a vPMU needs this. */
+	/* Guests count for themselves (KVM switches the filters at entry). */
 	attr->exclude_guest = 1;
 	if (long_counter) {
 		/* arm_pmuv3's "long" format bit: a 64-bit counter. */

@@ -169,7 +169,7 @@ static int __init spmu_init(void)
 	}
 
 	/* Last: a sysfs write must find the counters held. */
-	ret = spmu_sysfs_register(spmu_arm64_groups);
+	ret = spmu_sysfs_register(spmu_arm64_groups, true);
 	if (ret)
 		goto err_counters;
 

@@ -31,6 +31,7 @@
 #define SPMU_PMUSERENR_EN	BIT(0)	/* EL0 may write the PMU: never ours */
 #define SPMU_PMUSERENR_CR	BIT(2)	/* EL0 reads PMCCNTR_EL0 */
 #define SPMU_PMUSERENR_ER	BIT(3)	/* EL0 reads event counters */
+#define SPMU_PMUSERENR_UEN	BIT(4)	/* PMUv3p9: perf's filtered grant */
 /* Read-only user access, the value the kernel itself uses. */
 #define SPMU_PMUSERENR_RO	(SPMU_PMUSERENR_CR | SPMU_PMUSERENR_ER)
 

@@ -19,6 +19,7 @@
 #define pr_fmt(fmt) "simple-pmu: " fmt
 
 #include <linux/atomic.h>
+#include <linux/bitmap.h>
 #include <linux/cpu.h>
 #include <linux/cpuhotplug.h>
 #include <linux/err.h>
@@ -41,8 +42,11 @@ static enum cpuhp_state spmu_hp_state;
 static bool spmu_started;
 static atomic_long_t spmu_generation;
 
-/* While spmu_counters_start() runs the callbacks: did any CPU get events? */
-static bool spmu_start_created;
+/*
+ * While spmu_counters_start() runs the callbacks: the slots perf gave at
+ * least one CPU, and the first error it returned.
+ */
+static DECLARE_BITMAP(spmu_start_created, SPMU_MAX_SLOTS);
 static long spmu_start_err;
 
 static void spmu_new_generation(struct spmu_pcpu *c)
@@ -84,16 +88,25 @@ static void spmu_update_placement(struct spmu_pcpu *c)
 	}
 	if (changed || placed != c->placed)
 		spmu_new_generation(c);
-	c->placed = placed;
+	WRITE_ONCE(c->placed, placed);
 }
 
 static void spmu_check(struct spmu_pcpu *c, enum spmu_check_cause cause)
 {
 	if (cause == SPMU_CHECK_TIMER)
 		WRITE_ONCE(c->checks, c->checks + 1);
+	/*
+	 * perf reloads its counters whenever it restarts them (after a CPU PM
+	 * exit; from 5.17 it also revokes access then): a 32-bit counter that
+	 * had wrapped before the reload jumps without an overflow call.
+	 */
+	if (cause == SPMU_CHECK_PM_EXIT)
+		spmu_new_generation(c);
 	spmu_update_placement(c);
-	if (spmu_arch_sync_access(c, cause))
+	if (spmu_arch_sync_access(c, cause)) {
 		WRITE_ONCE(c->interventions, c->interventions + 1);
+		spmu_new_generation(c);
+	}
 }
 
 /**
@@ -146,7 +159,7 @@ static int spmu_cpu_online(unsigned int cpu)
 				spmu_start_err = PTR_ERR(event);
 			event = NULL;
 		} else {
-			spmu_start_created = true;
+			set_bit(i, spmu_start_created);
 		}
 		c->event[i] = event;
 	}
@@ -154,8 +167,10 @@ static int spmu_cpu_online(unsigned int cpu)
 	local_irq_save(flags);
 	for (i = 0; i < SPMU_MAX_SLOTS; i++)
 		WRITE_ONCE(c->index[i], SPMU_NO_INDEX);
-	c->placed = false;
-	c->granted = false;
+	WRITE_ONCE(c->placed, false);
+	WRITE_ONCE(c->granted, false);
+	WRITE_ONCE(c->open, false);
+	c->was_granted = false;
 	spmu_update_placement(c);
 	spmu_new_generation(c);
 	WRITE_ONCE(c->online, true);
@@ -184,9 +199,10 @@ static int spmu_cpu_offline(unsigned int cpu)
 	WRITE_ONCE(c->online, false);
 	/* Access goes before the events it reads. */
 	spmu_arch_revoke(c);
+	WRITE_ONCE(c->open, false);
 	for (i = 0; i < SPMU_MAX_SLOTS; i++)
 		WRITE_ONCE(c->index[i], SPMU_NO_INDEX);
-	c->placed = false;
+	WRITE_ONCE(c->placed, false);
 	spmu_new_generation(c);
 	local_irq_restore(flags);
 
@@ -203,8 +219,8 @@ static int spmu_cpu_offline(unsigned int cpu)
  * spmu_counters_start() - take @set's events on every CPU, now and later
  * @set: the events, attributes complete
  *
- * Return: 0, or a negative errno when perf gave no CPU any of them (no
- * PMU driver, for one); then nothing is held.
+ * Return: 0, or a negative errno when perf gave one of them to no CPU (no
+ * PMU driver, an event it refuses); then nothing is held.
  */
 int spmu_counters_start(const struct spmu_counter_set *set)
 {
@@ -216,7 +232,7 @@ int spmu_counters_start(const struct spmu_counter_set *set)
 	if (!atomic_long_read(&spmu_generation))
 		atomic_long_set(&spmu_generation, ktime_get_boottime_ns());
 	spmu_set = *set;
-	spmu_start_created = false;
+	bitmap_zero(spmu_start_created, SPMU_MAX_SLOTS);
 	spmu_start_err = 0;
 	ret = cpuhp_setup_state(CPUHP_AP_ONLINE_DYN, "simple-pmu:online",
 				spmu_cpu_online, spmu_cpu_offline);
@@ -224,7 +240,8 @@ int spmu_counters_start(const struct spmu_counter_set *set)
 		return ret;
 	spmu_hp_state = ret;
 	spmu_started = true;
-	if (!spmu_start_created && set->nr) {
+	/* An event perf refuses on every CPU is a setting that cannot work. */
+	if (!bitmap_full(spmu_start_created, set->nr)) {
 		spmu_counters_stop();
 		return spmu_start_err ?: -ENODEV;
 	}
@@ -290,7 +307,7 @@ void spmu_counters_placed_cpus(struct cpumask *mask)
 	for_each_online_cpu(cpu) {
 		c = per_cpu_ptr(&spmu_pcpus, cpu);
 		if (READ_ONCE(c->online) && READ_ONCE(c->placed) &&
-		    READ_ONCE(c->granted))
+		    READ_ONCE(c->open))
 			cpumask_set_cpu(cpu, mask);
 	}
 }

@@ -46,8 +46,12 @@ struct spmu_pcpu {
 	bool placed;
 	/* Between our online and offline callbacks. */
 	bool online;
-	/* Arch: user access is open on this CPU because we opened it. */
+	/* Arch: we wrote the value that opens user access, and it is still there. */
 	bool granted;
+	/* Arch: user access to our counters is open (ours or perf's grant). */
+	bool open;
+	/* Arch: we opened access since the events were taken (interventions). */
+	bool was_granted;
 	unsigned long interventions;	/* user access found revoked, reopened */
 	unsigned long kvm_deferrals;	/* checks skipped: a vCPU was loaded */
 	unsigned long checks;		/* timer callbacks that ran */
@@ -80,8 +84,9 @@ void spmu_counters_placed_cpus(struct cpumask *mask);
  * spmu_arch_counter_index(): the counter user space reads for @event, an
  * ACTIVE event of this CPU; SPMU_NO_INDEX if it cannot be read directly.
  * spmu_arch_sync_access(): open user access if @c->placed and user access
- * is wanted, close what we opened otherwise; return true if access had
- * been revoked behind our back and was reopened (an intervention).
+ * is wanted, close what we opened otherwise, and set @c->open; return
+ * true if access we had opened was revoked behind our back and was opened
+ * again (an intervention).
  * spmu_arch_revoke(): close what we opened, before the events go.
  */
 int spmu_arch_counter_index(struct perf_event *event);

@@ -111,6 +111,7 @@ struct spmu_cpu_dir {
 };
 
 static struct spmu_cpu_dir *spmu_cpu_dirs;
+static const struct attribute_group **spmu_all_groups;
 
 /* The counters of slots 1.., in the order of the driver's events. */
 static int spmu_emit_event_index(const struct spmu_pcpu *c, char *buf)
@@ -172,36 +173,36 @@ static void spmu_cpu_dir_init(struct spmu_cpu_dir *d, unsigned int cpu)
 	d->group.attrs = d->attrs;
 }
 
-static void spmu_cpu_dirs_remove(struct device *dev)
+static void spmu_cpu_dirs_free(void)
 {
-	unsigned int cpu;
-
-	if (!spmu_cpu_dirs)
-		return;
-	for_each_possible_cpu(cpu)
-		if (spmu_cpu_dirs[cpu].group.name)
-			sysfs_remove_group(&dev->kobj, &spmu_cpu_dirs[cpu].group);
 	kfree(spmu_cpu_dirs);
 	spmu_cpu_dirs = NULL;
+	kfree(spmu_all_groups);
+	spmu_all_groups = NULL;
 }
 
-static int spmu_cpu_dirs_add(struct device *dev)
+/*
+ * @groups followed by a cpuN group per possible CPU, so that the device
+ * appears with all of them at once (udev sees no half-made device).
+ */
+static int spmu_cpu_dirs_alloc(const struct attribute_group **groups)
 {
-	struct spmu_cpu_dir *d;
-	unsigned int cpu;
-	int err;
+	unsigned int cpu, n = 0, i = 0;
 
+	while (groups[n])
+		n++;
 	spmu_cpu_dirs = kcalloc(nr_cpu_ids, sizeof(*spmu_cpu_dirs), GFP_KERNEL);
-	if (!spmu_cpu_dirs)
+	spmu_all_groups = kcalloc(n + nr_cpu_ids + 1, sizeof(*spmu_all_groups),
+				  GFP_KERNEL);
+	if (!spmu_cpu_dirs || !spmu_all_groups) {
+		spmu_cpu_dirs_free();
 		return -ENOMEM;
+	}
+	for (i = 0; i < n; i++)
+		spmu_all_groups[i] = groups[i];
 	for_each_possible_cpu(cpu) {
-		d = &spmu_cpu_dirs[cpu];
-		spmu_cpu_dir_init(d, cpu);
-		err = sysfs_create_group(&dev->kobj, &d->group);
-		if (err) {
-			d->group.name = NULL;
-			return err;
-		}
+		spmu_cpu_dir_init(&spmu_cpu_dirs[cpu], cpu);
+		spmu_all_groups[i++] = &spmu_cpu_dirs[cpu].group;
 	}
 	return 0;
 }
@@ -214,17 +215,25 @@ static void spmu_dev_release(struct device *dev)
 /**
  * spmu_sysfs_register() - create /sys/devices/system/simple-pmu/simple-pmu0
  * @groups: NULL-terminated attribute groups of the device
+ * @per_cpu: also the cpuN directories of the counters held
  *
  * The groups are created together with the device, so user space never
- * sees the device without its attributes; the cpuN directories follow.
+ * sees the device without its attributes. subsys_system_register() is
+ * what the 2011 path (/sys/devices/system/simple-pmu) takes.
  *
  * Return: 0 or a negative errno; on error nothing is left registered.
  */
-int spmu_sysfs_register(const struct attribute_group **groups)
+int spmu_sysfs_register(const struct attribute_group **groups, bool per_cpu)
 {
 	struct device *dev;
 	int err;
 
+	if (per_cpu) {
+		err = spmu_cpu_dirs_alloc(groups);
+		if (err)
+			return err;
+		groups = spmu_all_groups;
+	}
 	err = subsys_system_register(&spmu_subsys, NULL);
 	if (err) {
 		pr_err("cannot register sysfs subsystem (%d)\n", err);
@@ -249,24 +258,20 @@ int spmu_sysfs_register(const struct attribute_group **groups)
 		goto err_subsys;
 	}
 	spmu_dev = dev;
-
-	err = spmu_cpu_dirs_add(dev);
-	if (err) {
-		pr_err("cannot create the per-CPU directories (%d)\n", err);
-		spmu_sysfs_unregister();
-	}
-	return err;
+	return 0;
 
 err_subsys:
 	bus_unregister(&spmu_subsys);
+	spmu_cpu_dirs_free();
 	return err;
 }
 
 void spmu_sysfs_unregister(void)
 {
-	spmu_cpu_dirs_remove(spmu_dev);
+	/* Removes the attributes, waiting for readers, before they are freed. */
 	device_unregister(spmu_dev);
 	spmu_dev = NULL;
 	/* Also removes the subsystem's root device under devices/system. */
 	bus_unregister(&spmu_subsys);
+	spmu_cpu_dirs_free();
 }

@@ -66,8 +66,8 @@ static const struct attribute_group spmu_x86_group = {
 	.attrs = spmu_x86_attrs,
 };
 
+/* No counters held yet: none of the common counter attributes. */
 static const struct attribute_group *spmu_x86_groups[] = {
-	&spmu_common_group,
 	&spmu_x86_group,
 	NULL
 };
@@ -81,7 +81,7 @@ static int __init spmu_init(void)
 		return -ENODEV;
 	}
 
-	ret = spmu_sysfs_register(spmu_x86_groups);
+	ret = spmu_sysfs_register(spmu_x86_groups, false);
 	if (ret)
 		return ret;
 

@@ -19,11 +19,11 @@ int spmu_arch_counter_index(struct perf_event *event)
 
 bool spmu_arch_sync_access(struct spmu_pcpu *c, enum spmu_check_cause cause)
 {
-	WRITE_ONCE(c->granted, c->placed && READ_ONCE(spmu_user_access));
+	WRITE_ONCE(c->open, c->placed && READ_ONCE(spmu_user_access));
 	return false;
 }
 
 void spmu_arch_revoke(struct spmu_pcpu *c)
 {
-	WRITE_ONCE(c->granted, false);
+	WRITE_ONCE(c->open, false);
 }

@@ -7,18 +7,31 @@
 # driver would refuse its default event: it counts CPU_CYCLES on an event counter.
 . /tests/lib.sh
 i=0
-for c in $(seq 0 $(($(nproc) - 1))); do pmuspin $c 600000 > /tmp/spin.$c & done
+pids=""
+for c in $(seq 0 $(($(nproc) - 1))); do
+	pmuspin $c 600000 > /tmp/spin.$c &
+	pids="$pids $!"
+done
 # The readers hold the test's output open: they go whatever way it ends.
-trap 'kill $(jobs -p) 2>/dev/null' EXIT
+trap 'kill $pids 2>/dev/null' EXIT
 while [ $i -lt 200 ]; do
 	modprobe $MOD events=0x11 || fail "load $i failed: $(dmesg | tail -n 2)"
 	rmmod $MOD || fail "unload $i failed"
 	i=$((i + 1))
 done
-kill $(jobs -p) 2>/dev/null
-wait
+# Each reader saw both: reads that worked while loaded, SIGILL while not.
+kill $pids
+c=0
+for p in $pids; do
+	wait $p || fail "reader on cpu$c ended with status $?"
+	r=$(cat /tmp/spin.$c)
+	ok=$(echo "$r" | sed -n 's/^ok=\([0-9]*\) .*/\1/p') ill=$(echo "$r" | sed -n 's/.*sigill=\([0-9]*\)$/\1/p')
+	[ "${ok:-0}" -gt 0 ] && [ "${ill:-0}" -gt 0 ] || fail "reader on cpu$c: '$r'"
+	c=$((c + 1))
+done
+trap - EXIT
 kernel_log_clean
 out=$(pmuread all)
 n=$(echo "$out" | grep -c 'result=sigill')
 [ "$n" -eq "$(nproc)" ] || fail "after 200 cycles: $out"
-echo "200 load/unload cycles with $(nproc) readers; SIGILL on all CPUs afterwards"
+echo "200 load/unload cycles with $(nproc) readers ($(cat /tmp/spin.0) on cpu0); SIGILL on all CPUs afterwards"

@@ -1,16 +1,29 @@
 # Helpers for the in-guest tests (sourced; POSIX sh as busybox runs it).
 MOD=simple-pmu
 SYSFS=/sys/devices/system/simple-pmu/simple-pmu0
+# A pipeline fails when any part does: "prog | sed" must not hide prog's failure.
+set -o pipefail
 
 fail() {
 	echo "FAIL: $*"
 	exit 1
 }
 
-# The kernel log must stay free of WARNING/BUG/Oops through every test.
+# The kernel log must stay free of WARNING/BUG/Oops through every test. Nothing
+# clears it (no dmesg -c): tests that look at their own lines mark where they began.
 kernel_log_clean() {
-	bad=$(dmesg | grep -E 'WARNING:|BUG:|Oops|Unable to handle|Call trace:' | head -n 5)
+	bad=$(dmesg | grep -E 'WARNING:|BUG:|Oops|Unable to handle|Call trace:|rcu: INFO|blocked for more than' | head -n 5)
 	[ -z "$bad" ] || fail "kernel log: $bad"
+}
+
+log_mark() {
+	_mark="spmu-mark-$$-$(cut -d' ' -f1 /proc/uptime)"
+	echo "$_mark" > /dev/kmsg
+}
+
+# The kernel log after the last log_mark.
+log_since() {
+	dmesg | sed -n "/$_mark/,\$p" | sed 1d
 }
 
 # CPU $1's published counter for cycles (slot 0) or the k-th event (slot k).
@@ -18,7 +31,7 @@ published() {
 	if [ "$2" -eq 0 ]; then
 		cat $SYSFS/cpu$1/cycle_index
 	else
-		cut -d' ' -f"$2" $SYSFS/cpu$1/event_index
+		awk -v k="$2" '{ if (k > NF) exit 1; print $k }' $SYSFS/cpu$1/event_index
 	fi
 }
 
@@ -37,13 +50,14 @@ cpu_list() {
 # expected one, or off by more than $EXACT_BOUND, fails at once.
 EXACT_BOUND=20000
 
-# exact_batch LABEL WANT CMD...: CMD prints one count per line; all must be WANT.
+# exact_batch LABEL WANT COUNT CMD...: CMD prints COUNT counts, one per line; all
+# must be WANT.
 exact_batch() {
-	label=$1 want=$2
-	shift 2
+	label=$1 want=$2 count=$3
+	shift 3
 	for try in 1 2 3; do
 		out=$("$@") || fail "$label: $* failed: $out"
-		[ -n "$out" ] || fail "$label: $* printed no count"
+		[ "$(echo "$out" | grep -c .)" -eq "$count" ] || fail "$label: $* printed not $count counts: $out"
 		bad=""
 		for v in $out; do
 			[ "$v" -lt "$want" ] && fail "$label: $v, fewer than the $want expected"
@@ -63,7 +77,12 @@ pmuwin_exact() {
 	base=$(pmuwin exact $1 3 | sed -n 's/^n=1000 insns=\([0-9]*\).*/\1/p' | sort -n | head -n 1)
 	[ -n "$base" ] || fail "pmuwin exact on cpu$1: $(pmuwin exact $1 1)"
 	[ "$base" -ge 2000 ] && [ "$base" -lt 2064 ] || fail "cpu$1: $base instructions for a 2000-instruction loop"
-	pmuwin exact $1 3 | grep -q 'gen=changed' && fail "cpu$1: generation changed inside a quiet window"
-	exact_batch "cpu$1 n=1000" $base sh -c "pmuwin exact $1 10 | sed -n 's/^n=1000 insns=\([0-9]*\).*/\1/p'"
-	exact_batch "cpu$1 n=101000" $((base + 200000)) sh -c "pmuwin exact $1 10 | sed -n 's/^n=101000 insns=\([0-9]*\).*/\1/p'"
+	out=$(pmuwin exact $1 3) || fail "cpu$1: $out"
+	echo "$out" | grep -q 'gen=changed' && fail "cpu$1: generation changed inside a quiet window"
+	# Cycles: one per instruction under -icount, so 200000 more for n=101000 too.
+	c1=$(echo "$out" | sed -n 's/^n=1000 .*cycles=\([0-9]*\).*/\1/p' | sort -n | head -n 1)
+	c2=$(echo "$out" | sed -n 's/^n=101000 .*cycles=\([0-9]*\).*/\1/p' | sort -n | head -n 1)
+	[ $((c2 - c1)) -eq 200000 ] || fail "cpu$1: cycles $c1 (n=1000) and $c2 (n=101000): not 200000 apart"
+	exact_batch "cpu$1 n=1000" $base 10 sh -c "set -o pipefail; pmuwin exact $1 10 | sed -n 's/^n=1000 insns=\([0-9]*\).*/\1/p'"
+	exact_batch "cpu$1 n=101000" $((base + 200000)) 10 sh -c "set -o pipefail; pmuwin exact $1 10 | sed -n 's/^n=101000 insns=\([0-9]*\).*/\1/p'"
 }

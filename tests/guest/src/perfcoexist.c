@@ -13,10 +13,11 @@
  *
  * Output, one line per phase, each count as MIN..MAX over its windows:
  *   phase=P rc=R windows=W cpu_insns=A..B cpu_cycles=A..B task_insns=A..B
- *     task_cycles=A..B cpu_before=X cpu_after=Y lost_ns=L
+ *     task_cycles=A..B cpu_before=X cpu_after=Y lost_ns=L task_lost_ns=T
  * cpu_before/after: the CPU-wide instruction count before the command and
- * after the phase; lost_ns: how much less the CPU-wide group has run than
- * it was enabled (0 for a pinned group nobody took the counters from).
+ * after the phase; lost_ns, task_lost_ns: how much less each group has run
+ * than it was enabled (0 when nobody took its counters; the per-task group
+ * is not pinned and would be multiplexed).
  */
 #include "guestlib.h"
 #include "arm64_loop.h"
@@ -97,7 +98,7 @@ static void window(struct span *sp, uint64_t n)
 static int run_phase(const char *spec, int cpu, uint64_t n)
 {
 	char name[64], *colon = strchr(spec, ':');
-	struct group_read before, after;
+	struct group_read before, after, task;
 	struct span sp = { 0 };
 	int i, rc = 0, status;
 	pid_t child;
@@ -132,14 +133,16 @@ static int run_phase(const char *spec, int cpu, uint64_t n)
 			window(&sp, n);
 	}
 	read_group(cpu_fd, &after);
-	printf("phase=%s rc=%d windows=%llu cpu_insns=%llu..%llu cpu_cycles=%llu..%llu task_insns=%llu..%llu task_cycles=%llu..%llu cpu_before=%llu cpu_after=%llu lost_ns=%llu\n",
+	read_group(task_fd, &task);
+	printf("phase=%s rc=%d windows=%llu cpu_insns=%llu..%llu cpu_cycles=%llu..%llu task_insns=%llu..%llu task_cycles=%llu..%llu cpu_before=%llu cpu_after=%llu lost_ns=%llu task_lost_ns=%llu\n",
 	       name, rc, (unsigned long long)sp.windows,
 	       (unsigned long long)sp.min[0], (unsigned long long)sp.max[0],
 	       (unsigned long long)sp.min[1], (unsigned long long)sp.max[1],
 	       (unsigned long long)sp.min[2], (unsigned long long)sp.max[2],
 	       (unsigned long long)sp.min[3], (unsigned long long)sp.max[3],
 	       (unsigned long long)before.insns, (unsigned long long)after.insns,
-	       (unsigned long long)(after.enabled - after.running));
+	       (unsigned long long)(after.enabled - after.running),
+	       (unsigned long long)(task.enabled - task.running));
 	fflush(stdout);
 	return rc;
 }

@@ -5,7 +5,8 @@
  * spmu_measure's loop of N iterations RUNS times (default 3), busy for
  * GAP_MS milliseconds between runs (default 0): a driver that used PMSELR
  * itself in between would change what PMXEVCNTR_EL0 reads. One line per
- * run: "insns=I cycles=C" (cycles: PMCCNTR_EL0).
+ * run: "insns=I cycles=C" (cycles: PMCCNTR_EL0), then "pmselr=S", the
+ * selection as read back at the end.
  */
 #include "guestlib.h"
 #include "arm64_loop.h"
@@ -51,6 +52,12 @@ int main(int argc, char **argv)
 		until = spmu_now_ns() + (uint64_t)gap_ms * 1000000ull;
 		while (spmu_now_ns() < until)
 			;
+	}
+	{
+		uint64_t sel;
+
+		__asm__ __volatile__("mrs %0, pmselr_el0" : "=r" (sel));
+		printf("pmselr=%llu\n", (unsigned long long)sel);
 	}
 	return 0;
 #else

@@ -1,10 +1,20 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
- * pmuspin CPU MS: read PMCCNTR_EL0 from EL0 on CPU for MS milliseconds,
- * catching SIGILL; prints "ok=A sigill=B". A reader that lives through module
- * loads and unloads.
+ * pmuspin CPU MS: read PMCCNTR_EL0 from EL0 on CPU for MS milliseconds (or
+ * until SIGTERM), catching SIGILL; prints "ok=A sigill=B". A reader that
+ * lives through module loads and unloads.
  */
 #include "guestlib.h"
+
+#if defined(__aarch64__)
+static volatile sig_atomic_t stop;
+
+static void on_sigterm(int sig)
+{
+	(void)sig;
+	stop = 1;
+}
+#endif
 
 int main(int argc, char **argv)
 {
@@ -22,7 +32,8 @@ int main(int argc, char **argv)
 	}
 	end = spmu_now_ns() + (uint64_t)spmu_arg(argv[2], "ms") * 1000000ull;
 	spmu_catch_sigill();
-	while (spmu_now_ns() < end) {
+	signal(SIGTERM, on_sigterm);
+	while (!stop && spmu_now_ns() < end) {
 		if (spmu_try_pmccntr(&v))
 			trapped++;
 		else

@@ -2,19 +2,22 @@
 /*
  * pmuwrite CPU: read-only user access, proven. On CPU, read the cycle
  * counter and the published event counter (must work), then try to write
- * PMCR_EL0, PMCNTENCLR_EL0, PMCCNTR_EL0 and PMEVTYPER0_EL0 (each must
- * trap: PMUSERENR_EL0.EN is never set). One line per access:
+ * PMCR_EL0, PMCNTENCLR_EL0, PMCCNTR_EL0, PMEVTYPER0_EL0, PMSWINC_EL0 and
+ * PMEVCNTR0_EL0 (each must trap: PMUSERENR_EL0.EN and SW are never set). One line per access:
  * "op=NAME result=ok|sigill"; exit 0 if reads work and every write traps.
  */
 #include "guestlib.h"
 #include "counters.h"
 
 #if defined(__aarch64__)
-enum op { RD_CYCLES, RD_EVENT, WR_PMCR, WR_PMCNTENCLR, WR_PMCCNTR, WR_PMEVTYPER0, NR_OPS };
+enum op {
+	RD_CYCLES, RD_EVENT, WR_PMCR, WR_PMCNTENCLR, WR_PMCCNTR, WR_PMEVTYPER0,
+	WR_PMSWINC, WR_PMEVCNTR0, NR_OPS
+};
 
 static const char * const names[NR_OPS] = {
 	"read-cycles", "read-event", "write-pmcr", "write-pmcntenclr",
-	"write-pmccntr", "write-pmevtyper0",
+	"write-pmccntr", "write-pmevtyper0", "write-pmswinc", "write-pmevcntr0",
 };
 
 static volatile uint64_t sink;
@@ -42,6 +45,13 @@ static void do_op(enum op op, int cyc, int ev)
 		break;
 	case WR_PMEVTYPER0:
 		__asm__ __volatile__("msr pmevtyper0_el0, %0\n\tisb" : : "r" (zero));
+		break;
+	case WR_PMSWINC:	/* PMUSERENR.SW would allow it */
+		__asm__ __volatile__("msr pmswinc_el0, %0\n\tisb" : : "r" (zero));
+		break;
+	case WR_PMEVCNTR0:
+		sink = spmu_read_counter(0);
+		__asm__ __volatile__("msr pmevcntr0_el0, %0\n\tisb" : : "r" (sink));
 		break;
 	default:
 		break;
