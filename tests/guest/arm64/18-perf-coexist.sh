@@ -1,8 +1,9 @@
 # perf's own numbers judge the driver. A pinned CPU-wide perf group (cycles and
 # instructions, user only, as perf stat -a) and a per-task group stay open on cpu1
 # while simple-pmu loads, ring and events are rewritten, and it unloads; each step
-# is followed by five windows of a known loop, which both groups must count
-# exactly as they did before the module was ever loaded. lost_ns=0: perf's pinned
+# is followed by five windows of a known loop (a batch the other vCPU disturbed is
+# measured again, twice at most), which both groups must count exactly as they did
+# before the module was ever loaded. lost_ns=0: perf's pinned
 # group was never pushed off its counters. Its count keeps rising after rmmod.
 # Steps run *during* windows too (from cpu0): there QEMU's global instruction
 # count inflates windows by the other vCPU's work (README, Known problem), so
@@ -16,7 +17,7 @@ out=$(perfcoexist 1 100000 before: load:"modprobe $MOD" ring3:"echo 3 > $SYSFS/r
 	ring2:"echo 2 > $SYSFS/ring" events:"echo 0x8,0x11 > $SYSFS/events" \
 	events1:"echo 0x8 > $SYSFS/events" during-reload:"rmmod $MOD; modprobe $MOD" \
 	during-ring:"echo 3 > $SYSFS/ring; echo 2 > $SYSFS/ring" \
-	during-unload:"rmmod $MOD" after:) || fail "perfcoexist: $out"
+	unload:"rmmod $MOD" after:) || fail "perfcoexist: $out"
 echo "$out"
 field() { echo "$1" | tr ' ' '\n' | sed -n "s/^$2=//p"; }
 ref=$(echo "$out" | grep '^phase=before ')

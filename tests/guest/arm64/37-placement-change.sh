@@ -22,4 +22,10 @@ c1=$(published 1 0) e1=$(published 1 1) g1=$(cpu_attr 1 generation)
 [ "$g1" != "$g0" ] || fail "placement changed ($c0/$e0 -> $c1/$e1) but generation stayed $g0"
 [ "$(cat $SYSFS/cpus)" = "0-1" ] || fail "cpus $(cat $SYSFS/cpus) after the move"
 x=$(pmuwin_exact 1) || fail "after: $x"
+echo quit >&3; wait
+trap - EXIT
+# New events are placed as on a quiet CPU again (later tests read PMCCNTR).
+echo 0x8 > $SYSFS/events || fail "rewriting events"
+[ "$(published 1 0)" = 31 ] || fail "cycles on $(published 1 0) after the rewrite"
+settle
 echo "cpu1: cycles $c0 -> $c1, instructions $e0 -> $e1, generation $g0 -> $g1; reads of the new counters exact"

@@ -17,7 +17,8 @@ line=$(log_since | grep 'simple-pmu: cpu1: not every event' | head -n 1)
 [ -n "$line" ] || fail "no line about cpu1's events: $(log_since | tail -n 3)"
 [ "$(published 1 0)" = -1 ] || fail "cpu1 cycle_index $(published 1 0), want -1"
 [ "$(cat $SYSFS/cpus)" = 0 ] || fail "cpus $(cat $SYSFS/cpus), want 0"
-pmuread 1 | grep -q result=sigill || fail "cpu1 readable with no counters placed"
+out=$(pmuread 1)
+echo "$out" | grep -q result=sigill || fail "cpu1 readable with no counters placed: $out"
 pmuread 0 >/dev/null || fail "cpu0 not readable"
 echo quit >&3; wait
 exec 3>&- 4<&-

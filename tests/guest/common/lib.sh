@@ -43,6 +43,13 @@ cpu_list() {
 	seq 0 $(($(nproc) - 1))
 }
 
+# Keep every CPU busy for two check periods: user access perf withdrew is back,
+# and the generation moves it brings are behind us.
+settle() {
+	for c in $(cpu_list); do pmuspin $c $(($(cat $SYSFS/recheck_ms) * 2)) >/dev/null & done
+	wait
+}
+
 # Under -icount shift=0, QEMU's INST_RETIRED is its global instruction count and
 # PMCCNTR its virtual clock: whatever the other vCPU executes during a window lands
 # in it (README, Known problem). So a batch with a window off upwards, by a bounded
