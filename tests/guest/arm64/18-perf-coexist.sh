@@ -2,7 +2,7 @@
 # instructions, user only, as perf stat -a) and a per-task group stay open on cpu1
 # while simple-pmu loads, ring and events are rewritten, and it unloads; each step
 # is followed by five windows of a known loop (a batch the other vCPU disturbed is
-# measured again, twice at most), which both groups must count exactly as they did
+# measured again, seven times at most), which both groups must count exactly as they did
 # before the module was ever loaded. lost_ns=0: perf's pinned
 # group was never pushed off its counters. Its count keeps rising after rmmod.
 # Steps run *during* windows too (from cpu0): there QEMU's global instruction

@@ -10,7 +10,7 @@ insns_of() { pmuloop "$@" | sed -n 's/^insns=\([0-9]*\) .*/\1/p'; }
 for c in $(cpu_list); do
 	idx=$(published $c 1)
 	for n in 1000 100000; do
-		exact_batch "cpu$c PMSELR n=$n" $((STRAIGHT + BODY * n + TAIL)) 10 insns_of $c "$idx" $n 10
+		exact_batch "cpu$c PMSELR n=$n" $((STRAIGHT + BODY * n + TAIL)) 5 insns_of $c "$idx" $n 5
 	done
 	pmuwin_exact $c
 done

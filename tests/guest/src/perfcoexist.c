@@ -12,7 +12,7 @@
  * ends: the module changes state inside those windows.
  *
  * Output, one line per phase, each count as MIN..MAX over its windows (for a
- * step run between windows, over the last of at most three batches of five;
+ * step run between windows, over the last of at most eight batches of five;
  * tries says which):
  *   phase=P rc=R tries=T windows=W cpu_insns=A..B cpu_cycles=A..B task_insns=A..B
  *     task_cycles=A..B cpu_before=X cpu_after=Y lost_ns=L task_lost_ns=T
@@ -129,10 +129,10 @@ static int run_phase(const char *spec, int cpu, uint64_t n)
 		/*
 		 * Let the other CPU finish what the command left it (RCU, kworkers):
 		 * under -icount its instructions would land in our windows. A batch
-		 * of windows that still differ is measured again, twice at most.
+		 * of windows that still differ is measured again, seven times at most.
 		 */
 		usleep(300000);
-		for (tries = 1; tries <= 3; tries++) {
+		for (tries = 1; tries <= 8; tries++) {
 			memset(&sp, 0, sizeof(sp));
 			for (i = 0; i < 5; i++)
 				window(&sp, n);
@@ -143,7 +143,7 @@ static int run_phase(const char *spec, int cpu, uint64_t n)
 	read_group(cpu_fd, &after);
 	read_group(task_fd, &task);
 	printf("phase=%s rc=%d tries=%d windows=%llu cpu_insns=%llu..%llu cpu_cycles=%llu..%llu task_insns=%llu..%llu task_cycles=%llu..%llu cpu_before=%llu cpu_after=%llu lost_ns=%llu task_lost_ns=%llu\n",
-	       name, rc, tries > 3 ? 3 : tries, (unsigned long long)sp.windows,
+	       name, rc, tries > 8 ? 8 : tries, (unsigned long long)sp.windows,
 	       (unsigned long long)sp.min[0], (unsigned long long)sp.max[0],
 	       (unsigned long long)sp.min[1], (unsigned long long)sp.max[1],
 	       (unsigned long long)sp.min[2], (unsigned long long)sp.max[2],

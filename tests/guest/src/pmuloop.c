@@ -11,9 +11,12 @@
 #include "guestlib.h"
 #include "arm64_loop.h"
 
+#define MAX_RUNS 1000
+
 int main(int argc, char **argv)
 {
 #if defined(__aarch64__)
+	static uint64_t insns[MAX_RUNS], cycles[MAX_RUNS];
 	long cpu, idx, n, i;
 	volatile long runs = 3, gap_ms = 0;
 	uint64_t until;
@@ -29,7 +32,7 @@ int main(int argc, char **argv)
 		runs = spmu_arg(argv[4], "runs");
 	if (argc > 5)
 		gap_ms = spmu_arg(argv[5], "gap");
-	if (n < 1 || idx < 0 || idx > 30) {
+	if (n < 1 || idx < 0 || idx > 30 || runs < 1 || runs > MAX_RUNS) {
 		fprintf(stderr, "out of range\n");
 		return 2;
 	}
@@ -43,16 +46,20 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	__asm__ __volatile__("msr pmselr_el0, %0\n\tisb" : : "r" ((uint64_t)idx));
-	for (i = 0; i < runs; i++) {
-		uint64_t cycles = 0, insns = spmu_measure((uint64_t)n, &cycles);
-
-		printf("insns=%llu cycles=%llu\n", (unsigned long long)insns,
-		       (unsigned long long)cycles);
-		fflush(stdout);
+	/*
+	 * Results are printed at the end: a reader of our output woken in
+	 * the middle of a run would have its instructions counted (on this
+	 * CPU directly, on the other one through QEMU's global count).
+	 */
+	for (i = 0; i < runs && i < MAX_RUNS; i++) {
+		insns[i] = spmu_measure((uint64_t)n, &cycles[i]);
 		until = spmu_now_ns() + (uint64_t)gap_ms * 1000000ull;
 		while (spmu_now_ns() < until)
 			;
 	}
+	for (i = 0; i < runs && i < MAX_RUNS; i++)
+		printf("insns=%llu cycles=%llu\n", (unsigned long long)insns[i],
+		       (unsigned long long)cycles[i]);
 	{
 		uint64_t sel;
 
