@@ -73,7 +73,7 @@ def sign(c, kdir, ko=None, key="", cert=""):
 @task(name="test-qemu",
       help={"kernel": "suite or 'all'", "arch": "amd64, arm64 or 'all'",
             "timeout": "seconds per guest", "jobs": "guests run in parallel"})
-def test_qemu(c, kernel="all", arch="all", timeout=240, jobs=2):
+def test_qemu(c, kernel="all", arch="all", timeout=600, jobs=2):
     """Build, boot each kernel under QEMU, run the in-guest suite: one line per test."""
     if not _run(commands.test_qemu, kernel, arch, float(timeout), int(jobs)):
         raise Exit(code=1)

@@ -71,7 +71,7 @@ def run_combo(apt: PrivateApt, suite: Suite, arch: str, timeout: float) -> Combo
         return ComboResult(suite.name, arch, release, [], str(e), time.monotonic() - start)
 
 
-def test_matrix(combos: list[tuple[Suite, str]], timeout: float = 240,
+def test_matrix(combos: list[tuple[Suite, str]], timeout: float = 600,
                 jobs: int = 2) -> list[ComboResult]:
     apt = PrivateApt()
     apt.update()

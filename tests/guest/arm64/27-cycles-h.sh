@@ -5,7 +5,7 @@
 # ring=2 (user only, the default): an interrupt inside a window adds nothing.
 [ "$(cat $SYSFS/ring)" = 2 ] || fail "ring is $(cat $SYSFS/ring), want the default 2"
 # A window the other vCPU disturbed (QEMU's global instruction count, README) makes
-# cyclesh report "differs between runs": only that is tried again, twice at most.
+# cyclesh report "differs between runs": only that is tried again, seven times at most.
 # Retried only if every value of the line is at or above the smallest and less
 # than 20000 above it: the other vCPU's work only ever adds.
 for try in 1 2 3 4 5 6 7 8; do
