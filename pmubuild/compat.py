@@ -58,7 +58,6 @@ FEATURES = (
     Feature("HAVE_ARMV8_PMU_MAX_GENERAL_COUNTERS", "macro", "ARMV8_PMU_MAX_GENERAL_COUNTERS", "?include/linux/perf/arm_pmuv3.h", "arm64", "6.12: arm_pmu's hw.idx became the counter number (cycle counter 31); before, the cycle counter was idx 0 and PMEVCNTR<n> idx n+1"),  # noqa: E501
     Feature("HAVE_ARM_PMUV3_H", "file", "include/linux/perf/arm_pmuv3.h", "", "arm64", "6.4: ARMv8 PMU register macros moved out of asm/perf_event.h (we define our own bits)"),  # noqa: E501
     Feature("HAVE_BUS_TYPE_CONST", "matches", r"subsys_system_register\(const struct bus_type", "include/linux/device.h", "all", "6.8: bus_type pointers became const; passing a non-const one stays fine"),  # noqa: E501
-    Feature("HAVE_HRTIMER_SETUP", "fun", "hrtimer_setup", "include/linux/hrtimer.h", "all", "6.13: hrtimer_setup() replaces hrtimer_init() plus setting .function; hrtimer_init() is gone by 7.x"),  # noqa: E501
     Feature("HAVE_TIMER_DELETE_SYNC", "fun", "timer_delete_sync", "include/linux/timer.h", "all", "6.2 (and Debian's 5.10/6.1 stable): timer_delete_sync() replaces del_timer_sync(), which 6.15 removed"),  # noqa: E501
     Feature("HAVE_MODULE_IMPORT_NS_STRING", "matches", r"define MODULE_IMPORT_NS\(ns\)\s+MODULE_INFO\(import_ns, ns\)", "include/linux/module.h", "all", "6.13: MODULE_IMPORT_NS() takes a string literal, not a bare identifier"),  # noqa: E501
     Feature("HAVE_SYSFS_EMIT", "fun", "sysfs_emit", "include/linux/sysfs.h", "all", "5.10: sysfs_emit() is the show() formatter; older kernels lack it"),  # noqa: E501
@@ -139,7 +138,7 @@ def probe(tree: Tree, f: Feature) -> Result:
     optional = f.file.startswith("?")
     path = tree.find(f.file.lstrip("?"))
     if path is None and optional:
-        return Result(f, False, f"{f.file.lstrip('?')} absent")
+        return Result(f, False, f"no {f.file.lstrip('?')}, so no {f.target}")
     if path is None:
         raise CompatError(f"probe {f.name} ({f.kind} {f.target}): {f.file} not found in "
                           f"{' or '.join(str(r) for r in tree.roots)}; the tree is incomplete")

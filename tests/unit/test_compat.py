@@ -50,22 +50,19 @@ DEVICE_NEW = DEVICE_OLD.replace("(struct bus_type", "(const struct bus_type")
 MODULE_OLD = "#define MODULE_IMPORT_NS(ns)\tMODULE_INFO(import_ns, __stringify(ns))\n"
 MODULE_NEW = "#define MODULE_IMPORT_NS(ns)\tMODULE_INFO(import_ns, ns)\n"
 SYSFS = "int sysfs_emit(char *buf, const char *fmt, ...);\n"
-HRTIMER_OLD = """\
-#ifndef _LINUX_HRTIMER_H
-#define _LINUX_HRTIMER_H
-typedef int clockid_t;
-enum hrtimer_mode { HRTIMER_MODE_REL = 1 };
-enum hrtimer_restart { HRTIMER_NORESTART };
-struct hrtimer { enum hrtimer_restart (*function)(struct hrtimer *); };
-static inline void hrtimer_init(struct hrtimer *timer, clockid_t clock, enum hrtimer_mode mode)
+TIMER_OLD = """\
+#ifndef _LINUX_TIMER_H
+#define _LINUX_TIMER_H
+struct timer_list { void (*function)(struct timer_list *); };
+static inline int del_timer_sync(struct timer_list *timer)
 {
-\t(void)timer; (void)clock; (void)mode;
+\t(void)timer;
+\treturn 0;
 }
 #endif
 """
-HRTIMER_NEW = HRTIMER_OLD.replace(
-    "hrtimer_init(struct hrtimer *timer,",
-    "hrtimer_setup(struct hrtimer *timer, enum hrtimer_restart (*fn)(struct hrtimer *),")
+TIMER_NEW = TIMER_OLD.replace("del_timer_sync(", "timer_delete_sync(")
+TYPES = "#include <stdbool.h>\n"
 SYMVERS_LINES = {
     "perf_event_create_kernel_counter":
         "0x0badcafe\tperf_event_create_kernel_counter\tvmlinux\tEXPORT_SYMBOL_GPL\t",
@@ -91,7 +88,8 @@ def make_tree(root: Path, arch: str = "arm64", *, files: dict[str, str] | None =
         "include/linux/device.h": DEVICE_OLD,
         "include/linux/module.h": MODULE_OLD,
         "include/linux/sysfs.h": SYSFS,
-        "include/linux/hrtimer.h": HRTIMER_OLD,
+        "include/linux/timer.h": TIMER_OLD,
+        "include/linux/types.h": TYPES,
         "Module.symvers": "\n".join((symvers if symvers is not None else SYMVERS_LINES).values())
         + "\n",
     }
@@ -138,7 +136,7 @@ def test_optional_file_fun_probe(tmp_path):
     r = probe(early, "HAVE_ASM_CPUID_H")
     assert r.value is False and "no match" in r.evidence
     r = probe(make_tree(tmp_path / "c", "amd64"), "HAVE_ASM_CPUID_H")
-    assert r.value is False and r.evidence == f"{rel} absent"
+    assert r.value is False and r.evidence == f"no {rel}, so no cpuid_count"
 
 
 def test_fun_declared(tmp_path):
@@ -508,14 +506,41 @@ def test_runs_as_plain_script(tmp_path):
     assert "Traceback" not in bad.stderr
 
 
-@pytest.mark.parametrize(("hrtimer_h", "value"), [(HRTIMER_OLD, False), (HRTIMER_NEW, True)])
-def test_hrtimer_wrapper_compiles_both_ways(tmp_path, hrtimer_h, value):
-    kdir = make_tree(tmp_path / "t", files={"include/linux/hrtimer.h": hrtimer_h})
+@pytest.mark.parametrize(("timer_h", "value"), [(TIMER_OLD, False), (TIMER_NEW, True)])
+def test_timer_wrapper_compiles_both_ways(tmp_path, timer_h, value):
+    kdir = make_tree(tmp_path / "t", files={"include/linux/timer.h": timer_h})
     out = tmp_path / "compat.h"
     results = compat.write(kdir, out)
-    assert next(r.value for r in results if r.feature.name == "HAVE_HRTIMER_SETUP") is value
-    body = ("static enum hrtimer_restart fire(struct hrtimer *t) { (void)t; return 0; }\n"
-            "void arm(struct hrtimer *t);\n"
-            "void arm(struct hrtimer *t) { spmu_hrtimer_setup(t, fire, 1, HRTIMER_MODE_REL); }\n")
+    assert next(r.value for r in results if r.feature.name == "HAVE_TIMER_DELETE_SYNC") is value
+    body = ("int stop(struct timer_list *t);\n"
+            "int stop(struct timer_list *t) { return spmu_timer_delete_sync(t); }\n"
+            "int which(void);\n"
+            "int which(void) { return spmu_armpmu_idx_to_counter(0) + spmu_kvm_vcpu_loaded(); }\n")
     proc = gcc_syntax_check(tmp_path, out, body, kdir / "include")
     assert proc.returncode == 0, proc.stderr + out.read_text()
+
+
+@pytest.mark.parametrize(("pmuv3_h", "cycle"), [
+    (None, 31),  # before 6.4: no header, old numbering (idx 0 is the cycle counter)
+    ("#define ARMV8_PMU_CYCLE_COUNTER_EL0 1\n", 31),  # 6.4-6.11: header, old numbering
+    ("#define ARMV8_PMU_MAX_GENERAL_COUNTERS\t31\n#define ARMV8_PMU_CYCLE_IDX\t31\n", 0),
+])
+def test_armpmu_idx_mapping_follows_the_tree(tmp_path, pmuv3_h, cycle):
+    # What arm_pmu's hw.idx 0 is: the cycle counter (31 to user space) before 6.12,
+    # PMEVCNTR0 from 6.12; idx 32 (the instruction counter) has no EL0 name here.
+    files = {"include/linux/perf/arm_pmuv3.h": pmuv3_h} if pmuv3_h else {}
+    kdir = make_tree(tmp_path / "t", files=files)
+    out = tmp_path / "compat.h"
+    compat.write(kdir, out)
+    prog = tmp_path / "idx.c"
+    prog.write_text(f'#include "{out}"\n#include <stdio.h>\n'
+                    "int main(void) { printf(\"%d %d %d %d\\n\", spmu_armpmu_idx_to_counter(0),"
+                    " spmu_armpmu_idx_to_counter(1), spmu_armpmu_idx_to_counter(32),"
+                    " spmu_armpmu_idx_to_counter(-1)); return 0; }\n")
+    exe = tmp_path / "idx"
+    subprocess.run(["gcc", "-std=gnu11", "-Wall", "-Werror", f"-I{kdir / 'include'}", "-o",
+                    str(exe), str(prog)], check=True)
+    got = [int(v) for v in subprocess.run([str(exe)], capture_output=True, text=True,
+                                          check=True).stdout.split()]
+    want_idx1 = 0 if cycle == 31 else 1
+    assert got == [cycle, want_idx1, -1 if cycle == 0 else 31, -1]
