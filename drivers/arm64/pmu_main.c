@@ -40,50 +40,55 @@ static int spmu_param_number(const char *val, const char *name,
 	return 0;
 }
 
-static int spmu_ring_set(const char *val, const struct kernel_param *kp)
-{
-	return spmu_param_number(val, "ring", SPMU_RING_KERNEL, SPMU_RING_ALL,
-				 &spmu_settings.ring);
-}
-
-static int spmu_ring_get(char *buf, const struct kernel_param *kp)
-{
-	return sysfs_emit(buf, "%u\n", spmu_settings.ring);
-}
-
-static const struct kernel_param_ops spmu_ring_ops = {
-	.set = spmu_ring_set,
-	.get = spmu_ring_get,
+/* A numeric parameter: where it lands and its valid range (kp->arg). */
+struct spmu_num_param {
+	unsigned int *val;
+	unsigned int min;
+	unsigned int max;
 };
-module_param_cb(ring, &spmu_ring_ops, NULL, 0);
+
+static int spmu_num_set(const char *val, const struct kernel_param *kp)
+{
+	const struct spmu_num_param *p = kp->arg;
+
+	return spmu_param_number(val, kp->name, p->min, p->max, p->val);
+}
+
+static int spmu_num_get(char *buf, const struct kernel_param *kp)
+{
+	const struct spmu_num_param *p = kp->arg;
+
+	return sysfs_emit(buf, "%u\n", *p->val);
+}
+
+static const struct kernel_param_ops spmu_num_ops = {
+	.set = spmu_num_set,
+	.get = spmu_num_get,
+};
+
+static struct spmu_num_param spmu_ring_param = {
+	&spmu_settings.ring, SPMU_RING_KERNEL, SPMU_RING_ALL
+};
+module_param_cb(ring, &spmu_num_ops, &spmu_ring_param, 0);
 __MODULE_PARM_TYPE(ring, "uint");
 MODULE_PARM_DESC(ring,
 		 "What is counted: 1 kernel, 2 user (default), 3 both; kernel counting is visible to every user");
 
-static int spmu_user_access_param_set(const char *val,
-				      const struct kernel_param *kp)
-{
-	unsigned int v;
-	int ret = spmu_param_number(val, "user_access", 0, 1, &v);
-
-	if (!ret)
-		spmu_user_access = v;
-	return ret;
-}
-
-static int spmu_user_access_param_get(char *buf, const struct kernel_param *kp)
-{
-	return sysfs_emit(buf, "%d\n", spmu_user_access);
-}
-
-static const struct kernel_param_ops spmu_user_access_ops = {
-	.set = spmu_user_access_param_set,
-	.get = spmu_user_access_param_get,
+static struct spmu_num_param spmu_user_access_param = {
+	&spmu_user_access, 0, 1
 };
-module_param_cb(user_access, &spmu_user_access_ops, NULL, 0);
+module_param_cb(user_access, &spmu_num_ops, &spmu_user_access_param, 0);
 __MODULE_PARM_TYPE(user_access, "uint");
 MODULE_PARM_DESC(user_access,
 		 "EL0 read access to the counters: 0 closed, 1 read-only (default)");
+
+static struct spmu_num_param spmu_recheck_ms_param = {
+	&spmu_recheck_ms, SPMU_RECHECK_MS_MIN, SPMU_RECHECK_MS_MAX
+};
+module_param_cb(recheck_ms, &spmu_num_ops, &spmu_recheck_ms_param, 0);
+__MODULE_PARM_TYPE(recheck_ms, "uint");
+MODULE_PARM_DESC(recheck_ms,
+		 "Milliseconds between checks that user access is still open, 10..10000 (default 100)");
 
 static int spmu_events_set(const char *val, const struct kernel_param *kp)
 {
@@ -106,6 +111,8 @@ static int spmu_events_get(char *buf, const struct kernel_param *kp)
 	for (i = 0; i < spmu_settings.nr_events; i++)
 		len += sysfs_emit_at(buf, len, "%s%#x", i ? "," : "",
 				     spmu_settings.events[i]);
+	if (!i)
+		len = sysfs_emit(buf, "none");
 	return len + sysfs_emit_at(buf, len, "\n");
 }
 
@@ -117,26 +124,6 @@ module_param_cb(events, &spmu_events_ops, NULL, 0);
 __MODULE_PARM_TYPE(events, "charp");
 MODULE_PARM_DESC(events,
 		 "Events for event counters, comma-separated, or none (default 0x8, instructions retired)");
-
-static int spmu_recheck_ms_set(const char *val, const struct kernel_param *kp)
-{
-	return spmu_param_number(val, "recheck_ms", SPMU_RECHECK_MS_MIN,
-				 SPMU_RECHECK_MS_MAX, &spmu_recheck_ms);
-}
-
-static int spmu_recheck_ms_get(char *buf, const struct kernel_param *kp)
-{
-	return sysfs_emit(buf, "%u\n", spmu_recheck_ms);
-}
-
-static const struct kernel_param_ops spmu_recheck_ms_ops = {
-	.set = spmu_recheck_ms_set,
-	.get = spmu_recheck_ms_get,
-};
-module_param_cb(recheck_ms, &spmu_recheck_ms_ops, NULL, 0);
-__MODULE_PARM_TYPE(recheck_ms, "uint");
-MODULE_PARM_DESC(recheck_ms,
-		 "Milliseconds between checks that user access is still open, 10..10000 (default 100)");
 
 static int __init spmu_init(void)
 {

@@ -54,7 +54,7 @@ static int spmu_input_number(const char *buf, size_t count, unsigned int min,
 static ssize_t user_access_show(struct device *dev,
 				struct device_attribute *attr, char *buf)
 {
-	return sysfs_emit(buf, "%d\n", READ_ONCE(spmu_user_access));
+	return sysfs_emit(buf, "%u\n", READ_ONCE(spmu_user_access));
 }
 
 static ssize_t user_access_store(struct device *dev,

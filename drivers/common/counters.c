@@ -33,7 +33,7 @@
 #include "drivers/common/counters.h"
 
 unsigned int spmu_recheck_ms = 100;
-bool spmu_user_access = true;
+unsigned int spmu_user_access = 1;
 
 static DEFINE_PER_CPU(struct spmu_pcpu, spmu_pcpus);
 static struct spmu_counter_set spmu_set;

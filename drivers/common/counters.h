@@ -67,7 +67,7 @@ enum spmu_check_cause {
 };
 
 extern unsigned int spmu_recheck_ms;
-extern bool spmu_user_access;
+extern unsigned int spmu_user_access;
 
 int spmu_counters_start(const struct spmu_counter_set *set);
 void spmu_counters_stop(void);
