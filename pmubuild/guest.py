@@ -123,12 +123,15 @@ class Profile:
     name: str  # "" for the main suite
     icount: bool
     python: bool = True
+    el2: bool = False  # boot at EL2 (virt,virtualization=on): KVM in the guest
 
 
-# arm64 runs two guests: the main suite under -icount shift=0 (exact counts), and the
-# load/unload stress loop without it, which QEMU 7.2 hangs under -icount.
+# arm64 runs three guests: the main suite under -icount shift=0 (exact counts), the
+# load/unload stress loop without it, which QEMU 7.2 hangs under -icount, and a guest
+# booted at EL2 whose kernel runs a KVM vCPU of its own.
 PROFILES = {"amd64": (Profile("", True),),
-            "arm64": (Profile("", True), Profile("stress", False, python=False))}
+            "arm64": (Profile("", True), Profile("stress", False, python=False),
+                      Profile("kvm", True, python=False, el2=True))}
 
 
 def test_scripts(arch: str, profile: str = "") -> list[Path]:

@@ -57,7 +57,8 @@ def run_combo(apt: PrivateApt, suite: Suite, arch: str, timeout: float) -> Combo
             spec = guest.GuestSpec(arch, fk.release, ko, profile=profile.name,
                                    python=profile.python)
             initrd = guest.initramfs(spec, apt, ko.parent / f"initrd-test{profile.name}.gz")
-            run = qemu.boot(arch, fk.image, initrd, "test", timeout, icount=profile.icount)
+            run = qemu.boot(arch, fk.image, initrd, "test", timeout, icount=profile.icount,
+                            el2=profile.el2)
             prefix = f"{profile.name}/" if profile.name else ""
             results += [dataclasses.replace(r, name=prefix + r.name) for r in run.results]
             error = run.problem()

@@ -90,12 +90,14 @@ def parse_console(console: str) -> tuple[list[TestResult], bool, bool, int | Non
 
 
 def command(arch: str, image: Path, initrd: Path, mode: str, smp: int = 2,
-            icount: bool = True) -> list[str]:
+            icount: bool = True, el2: bool = False) -> list[str]:
     append = f"panic=-1 quiet rdinit=/init spmu.mode={mode}"
     if arch == "arm64":
         binary = "qemu-system-aarch64"
         # -icount shift=0: one instruction = 1 ns of virtual time, so PMU counts are exact.
-        machine = ["-M", "virt", "-cpu", "max", *(["-icount", "shift=0"] if icount else [])]
+        # el2: the kernel boots at EL2 (VHE) and can run KVM guests of its own.
+        machine = ["-M", "virt,virtualization=on" if el2 else "virt", "-cpu", "max",
+                   *(["-icount", "shift=0"] if icount else [])]
         append = f"console=ttyAMA0 {append}"
     else:
         binary = "qemu-system-x86_64"
@@ -109,8 +111,8 @@ def command(arch: str, image: Path, initrd: Path, mode: str, smp: int = 2,
 
 
 def boot(arch: str, image: Path, initrd: Path, mode: str = "test", timeout: float = 180,
-         smp: int = 2, icount: bool = True) -> GuestRun:
-    argv = command(arch, image, initrd, mode, smp, icount)
+         smp: int = 2, icount: bool = True, el2: bool = False) -> GuestRun:
+    argv = command(arch, image, initrd, mode, smp, icount, el2)
     start = time.monotonic()
     timed_out = False
     try:
