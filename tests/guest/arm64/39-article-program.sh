@@ -1,7 +1,7 @@
 # The user program of the arm64 article runs unchanged while the module is loaded.
 . /tests/lib.sh
 command -v article >/dev/null || { echo "SKIP: article program not built (shared/reference/seeds missing)"; exit 77; }
-timeout 3 article > /tmp/article.out
+timeout 1 article > /tmp/article.out
 rc=$?
 [ $rc -eq 143 ] || fail "article program ended with status $rc (132 = SIGILL), want our SIGTERM"
 # Killed by our SIGTERM, the program never flushes its last stdio buffer: the file
