@@ -51,15 +51,19 @@ def run_combo(apt: PrivateApt, suite: Suite, arch: str, timeout: float) -> Combo
     try:
         fk, ko = prepare(apt, suite, arch)
         release = fk.release
+        say(f"{suite.name}/{arch}: built, verified and signed in {time.monotonic() - start:.0f}s")
         results: list[qemu.TestResult] = []
         errors = []
         for profile in guest.PROFILES[arch]:
             spec = guest.GuestSpec(arch, fk.release, ko, profile=profile.name,
                                    python=profile.python)
+            boot_start = time.monotonic()
             initrd = guest.initramfs(spec, apt, ko.parent / f"initrd-test{profile.name}.gz")
             run = qemu.boot(arch, fk.image, initrd, "test", timeout, icount=profile.icount,
                             el2=profile.el2)
             prefix = f"{profile.name}/" if profile.name else ""
+            say(f"{suite.name}/{arch}: {prefix or 'main suite '}guest ran in "
+                f"{time.monotonic() - boot_start:.0f}s")
             results += [dataclasses.replace(r, name=prefix + r.name) for r in run.results]
             error = run.problem()
             if error is None and not run.results:
