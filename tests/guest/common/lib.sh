@@ -46,7 +46,7 @@ cpu_list() {
 # Keep every CPU busy for two check periods: user access perf withdrew is back,
 # and the generation moves it brings are behind us.
 settle() {
-	for c in $(cpu_list); do pmuspin $c $(($(cat $SYSFS/recheck_ms) * 2)) >/dev/null & done
+	for _c in $(cpu_list); do pmuspin $_c $(($(cat $SYSFS/recheck_ms) * 2)) >/dev/null & done
 	wait
 }
 

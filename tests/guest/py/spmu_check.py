@@ -65,6 +65,8 @@ WARMUP = 8  # CPython 3.11 specializes its bytecode over the first runs
 RUNS = 10
 SIZES = (1000, 100000)
 MAX_RETRIES = 20  # windows measured again because the CPU's generation changed
+BATCH_TRIES = 5  # batches measured again after the other vCPU disturbed one
+EXACT_BOUND = 20000  # the most such a disturbance adds (tests/guest/common/lib.sh)
 
 
 def span_overheads(n: int) -> tuple[list[int], int]:
@@ -143,21 +145,32 @@ def exact() -> None:
     if len({v for vs in spans.values() for v in vs}) != 1:
         fail(f"overhead between C-level reads not the same on every run: {spans}")
     base = spans[SIZES[0]][0]
-    runs, retried = {}, 0
-    for n in SIZES:
-        runs[n], r = measure_runs(n)
-        retried += r
-    extra = [i for rs in runs.values() for i, _ in rs]
-    gaps = {g for rs in runs.values() for _, g in rs}
-    print(f"with measure(): instructions - 2n = {[i for i, _ in runs[SIZES[0]]]} (n={SIZES[0]}), "
-          f"{[i for i, _ in runs[SIZES[1]]]} (n={SIZES[1]}); cycles - instructions = {gaps}"
-          f" ({retried} measured again)")
-    if len(gaps) != 1:
-        fail(f"cycles - instructions not constant: {gaps}")
-    if max(extra) - min(extra) > 64:
-        fail(f"with measure() overhead spread {max(extra) - min(extra)} > 64")
+    # Under -icount, INST_RETIRED is QEMU's global count: an interrupt the other vCPU
+    # takes inside a window lands in it (README, Known problems; seen once in 100 runs,
+    # +6232 with cycles moving as much). Such a batch is measured again, at most
+    # BATCH_TRIES times; a run below the spread, or beyond EXACT_BOUND, fails at once.
+    for attempt in range(1, BATCH_TRIES + 1):
+        runs, retried = {}, 0
+        for n in SIZES:
+            runs[n], r = measure_runs(n)
+            retried += r
+        extra = [i for rs in runs.values() for i, _ in rs]
+        gaps = {g for rs in runs.values() for _, g in rs}
+        print(f"with measure() (batch {attempt}): instructions - 2n = "
+              f"{[i for i, _ in runs[SIZES[0]]]} (n={SIZES[0]}), "
+              f"{[i for i, _ in runs[SIZES[1]]]} (n={SIZES[1]}); cycles - instructions = "
+              f"{gaps} ({retried} measured again)")
+        low = min(extra)
+        if low < base or max(extra) > low + EXACT_BOUND:
+            fail(f"with measure() overhead {low}..{max(extra)}: below the C-level {base}"
+                 f" or more than {EXACT_BOUND} above the lowest")
+        if max(extra) - low <= 64 and len(gaps) == 1:
+            break
+    else:
+        fail(f"no batch of measure() runs within 64 instructions, cycles - instructions"
+             f" constant, in {BATCH_TRIES} tries")
     print(f"known_loop(n) = 2n + {base} exactly on every run; with measure(): 2n + "
-          f"{min(extra)}..{max(extra)}")
+          f"{min(extra)}..{max(extra)} (batch {attempt})")
 
 
 def unload_alive() -> None:
