@@ -109,10 +109,17 @@ def build_suite(kernel: str, arch: str, w1: bool) -> list[build.BuildResult]:
     return results
 
 
-def test_qemu(kernel: str, arch: str, timeout: float, jobs: int) -> bool:
+def test_qemu(kernel: str, arch: str, timeout: float, jobs: int,
+              stress_cycles: str = "") -> bool:
     combos = matrix.expand(kernel, arch)
+    cycles = None
+    if stress_cycles != "":
+        if not stress_cycles.isdigit() or not 1 <= int(stress_cycles) <= 10000:
+            raise PipelineError(f"--stress-cycles {stress_cycles!r}: want a number of"
+                                " load/unload cycles from 1 to 10000")
+        cycles = int(stress_cycles)
     start = time.monotonic()
-    results = matrixrun.test_matrix(combos, timeout=timeout, jobs=jobs)
+    results = matrixrun.test_matrix(combos, timeout=timeout, jobs=jobs, stress_cycles=cycles)
     for line in matrixrun.report(results):
         print(line)
     tests = [t for r in results for t in r.results]

@@ -90,8 +90,8 @@ def parse_console(console: str) -> tuple[list[TestResult], bool, bool, int | Non
 
 
 def command(arch: str, image: Path, initrd: Path, mode: str, smp: int = 2,
-            icount: bool = True, el2: bool = False) -> list[str]:
-    append = f"panic=-1 quiet rdinit=/init spmu.mode={mode}"
+            icount: bool = True, el2: bool = False, params: str = "") -> list[str]:
+    append = f"panic=-1 quiet rdinit=/init spmu.mode={mode} {params}".rstrip()
     if arch == "arm64":
         binary = "qemu-system-aarch64"
         # -icount shift=0: one instruction = 1 ns of virtual time, so PMU counts are exact.
@@ -114,8 +114,9 @@ def command(arch: str, image: Path, initrd: Path, mode: str, smp: int = 2,
 
 
 def boot(arch: str, image: Path, initrd: Path, mode: str = "test", timeout: float = 180,
-         smp: int = 2, icount: bool = True, el2: bool = False) -> GuestRun:
-    argv = command(arch, image, initrd, mode, smp, icount, el2)
+         smp: int = 2, icount: bool = True, el2: bool = False, params: str = "") -> GuestRun:
+    """params: extra kernel command-line words (spmu.* settings the guest tests read)."""
+    argv = command(arch, image, initrd, mode, smp, icount, el2, params)
     start = time.monotonic()
     timed_out = False
     try:

@@ -150,3 +150,11 @@ def test_qemu_command_line_arm64(monkeypatch, tmp_path):
     assert "spmu.mode=cmd" in append and "rdinit=/init" in append
     assert argv[argv.index("-smp") + 1] == "3"
     assert argv[argv.index("-initrd") + 1] == str(tmp_path / "initrd")
+
+
+def test_qemu_command_line_params_and_pauth(monkeypatch, tmp_path):
+    monkeypatch.setattr(qemu.shutil, "which", lambda name: f"/usr/bin/{name}")
+    argv = qemu.command("arm64", tmp_path / "Image", tmp_path / "initrd", "test",
+                        params="spmu.stress_cycles=50")
+    assert argv[argv.index("-append") + 1].endswith("spmu.mode=test spmu.stress_cycles=50")
+    assert argv[argv.index("-cpu") + 1] == "max,pauth-impdef=on"

@@ -1,0 +1,35 @@
+"""How many load/unload cycles each arm64 stress guest runs."""
+
+import pytest
+
+from pmubuild import commands, matrix, matrixrun
+from pmubuild.errors import PipelineError
+
+
+def _combos(*names: str) -> list[tuple[matrix.Suite, str]]:
+    return [(matrix.SUITES[n], "arm64") for n in names]
+
+
+def test_full_cycles_on_oldest_and_newest_of_the_run():
+    combos = _combos(*matrix.SUITES)
+    got = {s.name: matrixrun.stress_cycles_for(s, combos, None) for s, _ in combos}
+    assert got == {"bullseye": 200, "bookworm": 50, "bookworm-backports": 50,
+                   "trixie": 50, "sid": 200}
+
+
+def test_single_kernel_runs_full_cycles():
+    combos = _combos("trixie")
+    assert matrixrun.stress_cycles_for(combos[0][0], combos, None) == 200
+
+
+def test_forced_cycles_everywhere():
+    combos = _combos(*matrix.SUITES)
+    assert {matrixrun.stress_cycles_for(s, combos, 7) for s, _ in combos} == {7}
+
+
+@pytest.mark.parametrize("bad", ["0", "-5", "ten", "10001", "1.5"])
+def test_bad_stress_cycles_refused_before_anything_runs(bad, monkeypatch):
+    monkeypatch.setattr(matrixrun, "test_matrix",
+                        lambda *a, **k: pytest.fail("the matrix ran"))
+    with pytest.raises(PipelineError, match="--stress-cycles"):
+        commands.test_qemu("sid", "arm64", 600, 2, bad)
