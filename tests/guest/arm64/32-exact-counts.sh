@@ -6,7 +6,7 @@
 . /tests/lib.sh
 . /tests/data/pmuloop.env
 [ "$(cat $SYSFS/ring)" = 2 ] || fail "ring $(cat $SYSFS/ring), want 2"
-insns_of() { pmuloop "$@" | sed -n 's/^insns=\([0-9]*\) .*/\1/p'; }
+insns_of() { alone 's/^insns=\([0-9]*\) .*/\1/p' pmuloop "$@"; }
 for c in $(cpu_list); do
 	idx=$(published $c 1)
 	for n in 1000 100000; do

@@ -6,7 +6,7 @@
 . /tests/data/pmuloop.env
 gap=$(($(cat $SYSFS/recheck_ms) * 3 / 2))
 c0=$(cpu_attr 1 checks)
-runs() { pmuloop 1 "$1" 100000 5 $gap | sed -n 's/^insns=\([0-9]*\) .*/\1/p'; }
+runs() { alone 's/^insns=\([0-9]*\) .*/\1/p' pmuloop 1 "$1" 100000 5 $gap; }
 exact_batch "PMSELR across checks" $((STRAIGHT + BODY * 100000 + TAIL)) 5 runs "$(published 1 1)"
 c1=$(cpu_attr 1 checks)
 [ $((c1 - c0)) -ge 3 ] || fail "only $((c1 - c0)) driver checks ran on cpu1 during the runs"
