@@ -99,8 +99,9 @@ def demo(c):
 
 @task
 def lint(c):
-    """ruff over the Python code; checkpatch.pl --strict over the drivers."""
+    """ruff and mypy --strict over the Python code; checkpatch.pl --strict over the drivers."""
     c.run("ruff check pmubuild tests tasks.py userlib", pty=False)
+    c.run("mypy pmubuild", pty=False)
     problems = _run(commands.checkpatch)
     for line in problems:
         print(line)

@@ -7,7 +7,7 @@ from . import build, compat, kernels, matrix, matrixrun, signing
 from . import checkpatch as checkpatch_mod
 from .apt import PrivateApt
 from .errors import PipelineError
-from .kdir import inspect
+from .kdir import KernelTree, inspect
 from .progress import say
 
 DEMO_SCRIPT = """\
@@ -65,7 +65,7 @@ def build_one(kdir_path: str, w1: bool) -> build.BuildResult:
     return result
 
 
-def _modules(tree_path: str, kos: list[str]) -> tuple[build.KernelTree, list[Path]]:
+def _modules(tree_path: str, kos: list[str]) -> tuple[KernelTree, list[Path]]:
     tree = inspect(tree_path)
     if not kos:
         default = build.build_dir_for(tree) / f"{build.MODULE_NAME}.ko"

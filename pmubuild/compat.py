@@ -21,7 +21,7 @@ import jinja2
 try:
     from .kbuildfiles import Export, TreeError, read_config, read_symvers, source_roots, tree_arch
 except ImportError:  # run as a plain script from its directory (DKMS PRE_BUILD)
-    from kbuildfiles import (  # type: ignore[no-redef]
+    from kbuildfiles import (  # type: ignore[no-redef,import-not-found,unused-ignore]
         Export,
         TreeError,
         read_config,
@@ -125,8 +125,8 @@ def probe(tree: Tree, f: Feature) -> Result:
         found = tree.find(f.target)
         return Result(f, found is not None, f"{f.target} {'present' if found else 'absent'}")
     if f.kind == "config":
-        value = tree.config.get(f.target)
-        return Result(f, value in ("y", "m"), f".config: {f.target}={value or '(unset)'}")
+        setting = tree.config.get(f.target)
+        return Result(f, setting in ("y", "m"), f".config: {f.target}={setting or '(unset)'}")
     if f.kind == "export":
         exp = tree.symvers(f).get(f.target)
         if exp is None:

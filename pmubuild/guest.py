@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from elftools.elf.elffile import ELFFile
+from elftools.elf.sections import SymbolTableSection
 
 from . import cache, cpio, pyguest
 from .apt import PrivateApt
@@ -103,7 +104,7 @@ def loop_layout(binary: Path) -> dict[str, int] | None:
     loop, BODY per iteration, TAIL after. None if the binary has no such region."""
     with open(binary, "rb") as f:
         symtab = ELFFile(f).get_section_by_name(".symtab")
-        if symtab is None:
+        if not isinstance(symtab, SymbolTableSection):
             return None
         addr = {}
         for name in LOOP_SYMBOLS:

@@ -66,7 +66,7 @@ def resolve(apt: PrivateApt, suite: Suite, arch: str, host_arch: str = HOST_ARCH
     if not candidates:
         raise PipelineError(f"no linux-headers-*-{arch} package in {', '.join(suite.apt_suites)}"
                             " in the Debian index")
-    skipped = []
+    skipped: list[str] = []
     for headers in reversed(candidates):
         try:
             kp = _packages_for(apt, suite, arch, headers, host_arch)

@@ -24,11 +24,12 @@ from pathlib import Path
 
 from elftools.common.exceptions import ELFError
 from elftools.elf.elffile import ELFFile
+from elftools.elf.sections import SymbolTableSection
 
 try:
     from .kbuildfiles import Export, TreeError, read_config, read_symvers, tree_arch, tree_release
 except ImportError:  # run as a plain script from its directory (DKMS POST_BUILD)
-    from kbuildfiles import (  # type: ignore[no-redef]
+    from kbuildfiles import (  # type: ignore[no-redef,import-not-found,unused-ignore]
         Export,
         TreeError,
         read_config,
@@ -211,7 +212,8 @@ def read_module(path: Path) -> Module:
         machine = elf["e_machine"]
         modinfo_sec = elf.get_section_by_name(".modinfo")
         symtab = elf.get_section_by_name(".symtab")
-        if modinfo_sec is None or symtab is None or elf["e_type"] != "ET_REL":
+        if (modinfo_sec is None or not isinstance(symtab, SymbolTableSection)
+                or elf["e_type"] != "ET_REL"):
             raise VerifyError(f"{path}: not a kernel module (no .modinfo/.symtab or not "
                               "a relocatable object)")
         modinfo: dict[str, list[str]] = {}
