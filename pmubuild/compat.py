@@ -63,6 +63,8 @@ FEATURES = (
     Feature("HAVE_SYSFS_EMIT", "fun", "sysfs_emit", "include/linux/sysfs.h", "all", "5.10: sysfs_emit() is the show() formatter; older kernels lack it"),  # noqa: E501
     Feature("HAVE_CPU_PM_NOTIFIER_EXPORT", "export", "cpu_pm_register_notifier", "Module.symvers", "arm64", "the arm64 driver re-applies its state on CPU_PM_EXIT through it"),  # noqa: E501
     Feature("HAVE_KVM_GET_RUNNING_VCPU_EXPORT", "export", "kvm_get_running_vcpu", "Module.symvers", "arm64", "tells whether a KVM vCPU is loaded on this CPU (KVM then owns PMUSERENR); exported 5.7-6.x, not in 7.x"),  # noqa: E501
+    Feature("HAVE_PREEMPT_NOTIFIERS", "config", "CONFIG_PREEMPT_NOTIFIERS", ".config", "arm64", "KVM registers a preempt notifier for exactly the time a vCPU is loaded: a test that needs no export"),  # noqa: E501
+    Feature("HAVE_PERF_USER_READ_REVOKE", "macro", "PERF_EVENT_FLAG_USER_READ_CNT", "include/linux/perf_event.h", "arm64", "5.17: perf's own EL0 access; from then armv8pmu_start() withdraws PMUSERENR whenever perf reschedules, so a moved counter faults rather than reads another event"),  # noqa: E501
     Feature("HAVE_CR4_UPDATE_IRQSOFF_EXPORT", "export", "cr4_update_irqsoff", "Module.symvers", "amd64", "6.19: exported to the kvm modules only; the raw-MSR option needs it for CR4.PCE"),  # noqa: E501
     Feature("HAVE_PERF_KERNEL_COUNTER_EXPORT", "export", "perf_event_create_kernel_counter", "Module.symvers", "all", "how the x86 driver takes the fixed counters through perf"),  # noqa: E501
     Feature("HAVE_CPU_PM", "config", "CONFIG_CPU_PM", ".config", "arm64", "without it there is no CPU PM notifier chain to hook (and no idle power-down)"),  # noqa: E501

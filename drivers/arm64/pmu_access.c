@@ -38,6 +38,31 @@ static bool spmu_pmuserenr_foreign(u64 cur)
 	       (cur & (SPMU_PMUSERENR_EN | SPMU_PMUSERENR_UEN));
 }
 
+/*
+ * On this CPU, as armv8pmu_enable_user_access() does before it grants:
+ * zero every counter perf is not using, so what a released event left
+ * there (another task's count) is not readable at EL0. perf reprograms a
+ * counter whenever it takes one, so this disturbs no count. used_mask
+ * changes only on this CPU with interrupts off, as we run.
+ */
+static void spmu_zero_unused_counters(struct spmu_pcpu *c)
+{
+	struct perf_event *ev = c->event[SPMU_SLOT_CYCLES];
+	struct pmu_hw_events *hw;
+	unsigned int n, nr;
+
+	if (!ev)
+		return;
+	hw = this_cpu_ptr(to_arm_pmu(ev->pmu)->hw_events);
+	nr = FIELD_GET(SPMU_PMCR_N, spmu_read_pmcr());
+	for (n = 0; n < nr; n++)
+		if (!test_bit(spmu_counter_to_armpmu_idx(n), hw->used_mask))
+			spmu_zero_counter(n);
+	if (!test_bit(spmu_counter_to_armpmu_idx(SPMU_CYCLE_COUNTER),
+		      hw->used_mask))
+		spmu_zero_counter(SPMU_CYCLE_COUNTER);
+}
+
 /* On this CPU: a 64-bit event on an event counter needs PMUv3p5 here. */
 static bool spmu_this_cpu_long_events(void)
 {
@@ -86,6 +111,7 @@ bool spmu_arch_sync_access(struct spmu_pcpu *c, enum spmu_check_cause cause)
 	if (cur == SPMU_PMUSERENR_RO)
 		return false;
 	reopened = c->was_granted;
+	spmu_zero_unused_counters(c);
 	spmu_write_pmuserenr(SPMU_PMUSERENR_RO);
 	WRITE_ONCE(c->granted, true);
 	c->was_granted = true;

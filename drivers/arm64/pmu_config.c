@@ -247,7 +247,8 @@ void spmu_counter_set_build(const struct spmu_settings *st,
  * @st: settings checked with spmu_check_events()
  *
  * Caller holds spmu_lock. The events are exchanged through CPU hotplug
- * callbacks, so CPUs coming online later get the new ones too.
+ * callbacks, so CPUs coming online later get the new ones too. The same
+ * settings again change nothing: the held counters are not given up.
  *
  * Return: 0, or the errno perf gave (the old settings stay then).
  */
@@ -257,6 +258,11 @@ int spmu_settings_set(const struct spmu_settings *st)
 	int ret;
 
 	lockdep_assert_held(&spmu_lock);
+	if (st->ring == spmu_settings.ring &&
+	    st->nr_events == spmu_settings.nr_events &&
+	    !memcmp(st->events, spmu_settings.events,
+		    st->nr_events * sizeof(st->events[0])))
+		return 0;
 	spmu_counter_set_build(st, &set);
 	ret = spmu_counters_replace(&set);
 	if (ret)

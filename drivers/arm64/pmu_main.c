@@ -17,6 +17,7 @@
 #include <linux/moduleparam.h>
 #include <linux/mutex.h>
 
+#include "compat.h"
 #include "drivers/arm64/pmu.h"
 #include "drivers/common/parse.h"
 #include "drivers/common/sysfs_dev.h"
@@ -150,10 +151,12 @@ static int __init spmu_init(void)
 	ret = spmu_counters_start(&set);
 	mutex_unlock(&spmu_lock);
 	if (ret) {
-		pr_err("perf gave no CPU the counters (%d); is there a PMU driver (CONFIG_HW_PERF_EVENTS, a PMU node in the device tree or ACPI)?\n",
+		pr_err("perf did not give the events to any CPU (%d); is there a PMU driver (CONFIG_HW_PERF_EVENTS, a PMU node in the device tree or ACPI)?\n",
 		       ret);
 		goto err_access;
 	}
+	if (!SPMU_PERF_REVOKES_USER_ACCESS)
+		pr_notice("this kernel's perf does not withdraw user access when it moves or releases a counter: until the next check (recheck_ms), EL0 may read another event's counter there\n");
 
 	/* Last: a sysfs write must find the counters held. */
 	ret = spmu_sysfs_register(spmu_arm64_groups, true);

@@ -3,10 +3,12 @@
  * ARMv8 PMUv3 registers simple-pmu touches: one accessor per register,
  * each bit field named once.
  *
- * perf owns the PMU: counters, filters, types, PMCR and PMSELR are never
- * written here. The driver reads the ID registers to validate its
- * settings and writes exactly one register, PMUSERENR_EL0, to open read
- * access for EL0. The bits are defined here rather than taken from the
+ * perf owns the PMU: filters, types, PMCR and PMSELR are never written
+ * here. The driver reads the ID registers to validate its settings and
+ * writes PMUSERENR_EL0 to open read access for EL0; when it does, it
+ * zeroes the counters perf is not using, as perf's own grant does
+ * (armv8pmu_enable_user_access()), so EL0 never reads what an event
+ * perf has released left behind. The bits are defined here rather than taken from the
  * kernel: its PMU macros moved to linux/perf/arm_pmuv3.h in 6.4.
  */
 #ifndef SIMPLE_PMU_ARM64_PMU_REGS_H
@@ -77,6 +79,109 @@ static inline void spmu_write_pmuserenr(u64 val)
 {
 	write_sysreg(val, pmuserenr_el0);
 	isb();
+}
+
+/* Counter @n (0..30 PMEVCNTR<n>_EL0, 31 PMCCNTR_EL0) := 0: names are fixed in asm. */
+static inline void spmu_zero_counter(unsigned int n)
+{
+	switch (n) {
+	case 0:
+		write_sysreg(0, pmevcntr0_el0);
+		break;
+	case 1:
+		write_sysreg(0, pmevcntr1_el0);
+		break;
+	case 2:
+		write_sysreg(0, pmevcntr2_el0);
+		break;
+	case 3:
+		write_sysreg(0, pmevcntr3_el0);
+		break;
+	case 4:
+		write_sysreg(0, pmevcntr4_el0);
+		break;
+	case 5:
+		write_sysreg(0, pmevcntr5_el0);
+		break;
+	case 6:
+		write_sysreg(0, pmevcntr6_el0);
+		break;
+	case 7:
+		write_sysreg(0, pmevcntr7_el0);
+		break;
+	case 8:
+		write_sysreg(0, pmevcntr8_el0);
+		break;
+	case 9:
+		write_sysreg(0, pmevcntr9_el0);
+		break;
+	case 10:
+		write_sysreg(0, pmevcntr10_el0);
+		break;
+	case 11:
+		write_sysreg(0, pmevcntr11_el0);
+		break;
+	case 12:
+		write_sysreg(0, pmevcntr12_el0);
+		break;
+	case 13:
+		write_sysreg(0, pmevcntr13_el0);
+		break;
+	case 14:
+		write_sysreg(0, pmevcntr14_el0);
+		break;
+	case 15:
+		write_sysreg(0, pmevcntr15_el0);
+		break;
+	case 16:
+		write_sysreg(0, pmevcntr16_el0);
+		break;
+	case 17:
+		write_sysreg(0, pmevcntr17_el0);
+		break;
+	case 18:
+		write_sysreg(0, pmevcntr18_el0);
+		break;
+	case 19:
+		write_sysreg(0, pmevcntr19_el0);
+		break;
+	case 20:
+		write_sysreg(0, pmevcntr20_el0);
+		break;
+	case 21:
+		write_sysreg(0, pmevcntr21_el0);
+		break;
+	case 22:
+		write_sysreg(0, pmevcntr22_el0);
+		break;
+	case 23:
+		write_sysreg(0, pmevcntr23_el0);
+		break;
+	case 24:
+		write_sysreg(0, pmevcntr24_el0);
+		break;
+	case 25:
+		write_sysreg(0, pmevcntr25_el0);
+		break;
+	case 26:
+		write_sysreg(0, pmevcntr26_el0);
+		break;
+	case 27:
+		write_sysreg(0, pmevcntr27_el0);
+		break;
+	case 28:
+		write_sysreg(0, pmevcntr28_el0);
+		break;
+	case 29:
+		write_sysreg(0, pmevcntr29_el0);
+		break;
+	case 30:
+		write_sysreg(0, pmevcntr30_el0);
+		break;
+	case SPMU_CYCLE_COUNTER:
+		write_sysreg(0, pmccntr_el0);
+		break;
+	}
 }
 
 #endif /* SIMPLE_PMU_ARM64_PMU_REGS_H */

@@ -11,6 +11,7 @@
 #define pr_fmt(fmt) "simple-pmu: " fmt
 
 #include <linux/device.h>
+#include <linux/minmax.h>
 #include <linux/mutex.h>
 #include <linux/printk.h>
 #include <linux/sysfs.h>
@@ -133,7 +134,7 @@ static ssize_t events_store(struct device *dev, struct device_attribute *attr,
 	ret = spmu_parse_events(in, &st);
 	if (ret)
 		pr_err("events: valid is none or up to %u comma-separated event numbers\n",
-		       spmu_hw.num_counters);
+		       min_t(unsigned int, spmu_hw.num_counters, SPMU_MAX_EVENTS));
 	else
 		ret = spmu_check_events(&st);
 	if (!ret)

@@ -14,6 +14,10 @@
  * CPU-wide event enabled before ours in its list) and gives no callback.
  * Each change gets a new generation number, unique across CPUs and module
  * loads, so user space can tell that two readings do not belong together.
+ *
+ * A pinned event perf cannot schedule goes to ERROR and stays there; the
+ * timer notices and, at most once a second per CPU, a work item asks perf
+ * to enable it again (perf_event_enable() clears ERROR), as a user would.
  */
 
 #define pr_fmt(fmt) "simple-pmu: " fmt
@@ -24,10 +28,12 @@
 #include <linux/cpuhotplug.h>
 #include <linux/err.h>
 #include <linux/irqflags.h>
+#include <linux/irq_work.h>
 #include <linux/jiffies.h>
 #include <linux/percpu.h>
 #include <linux/printk.h>
 #include <linux/timekeeping.h>
+#include <linux/workqueue.h>
 
 #include "compat.h"
 #include "drivers/common/counters.h"
@@ -51,19 +57,32 @@ static long spmu_start_err;
 
 static void spmu_new_generation(struct spmu_pcpu *c)
 {
-	WRITE_ONCE(c->generation, atomic_long_inc_return(&spmu_generation));
+	/* Pairs with the show routine's acquire: index[] is visible first. */
+	smp_store_release(&c->generation,
+			  atomic_long_inc_return(&spmu_generation));
 }
 
 /*
  * Our 32-bit counters are sampling events with a period of half their
  * range: perf then calls us each time it reloads one (non-sampling
  * events are reloaded silently), and a delta across that reload would be
- * off by 2^31. A new generation tells user space so.
+ * off by 2^31. A new generation tells user space so. The PMU interrupt
+ * ends by restarting the PMU, which (from 5.17) withdraws user access:
+ * the irq_work runs after that and opens it again at once, rather than
+ * leave this CPU's readers faulting until the next timer check.
  */
 static void spmu_overflow(struct perf_event *event,
 			  struct perf_sample_data *data, struct pt_regs *regs)
 {
-	spmu_new_generation(this_cpu_ptr(&spmu_pcpus));
+	struct spmu_pcpu *c = this_cpu_ptr(&spmu_pcpus);
+
+	spmu_new_generation(c);
+	irq_work_queue(&c->overflow_work);
+}
+
+static void spmu_overflow_work_fn(struct irq_work *work)
+{
+	spmu_counters_check_this_cpu(SPMU_CHECK_OVERFLOW);
 }
 
 /* This CPU, interrupts off: publish where each event counts now. */
@@ -74,11 +93,19 @@ static void spmu_update_placement(struct spmu_pcpu *c)
 	unsigned int i;
 	int idx;
 
+	c->error = false;
 	for (i = 0; i < spmu_set.nr; i++) {
 		idx = SPMU_NO_INDEX;
 		event = c->event[i];
+		/*
+		 * state and hw.idx change only on this CPU with interrupts
+		 * off (perf's sched in/out of this CPU's context), which is
+		 * where and how we read them.
+		 */
 		if (event && READ_ONCE(event->state) == PERF_EVENT_STATE_ACTIVE)
 			idx = spmu_arch_counter_index(event);
+		if (event && READ_ONCE(event->state) == PERF_EVENT_STATE_ERROR)
+			c->error = true;
 		if (idx == SPMU_NO_INDEX)
 			placed = false;
 		if (idx != c->index[i]) {
@@ -91,22 +118,39 @@ static void spmu_update_placement(struct spmu_pcpu *c)
 	WRITE_ONCE(c->placed, placed);
 }
 
+/*
+ * A CPU PM exit needs no new generation: arm_pmu stops its counters on
+ * entry and reloads the same values on exit (armpmu_event_set_period()).
+ */
 static void spmu_check(struct spmu_pcpu *c, enum spmu_check_cause cause)
 {
 	if (cause == SPMU_CHECK_TIMER)
 		WRITE_ONCE(c->checks, c->checks + 1);
-	/*
-	 * perf reloads its counters whenever it restarts them (after a CPU PM
-	 * exit; from 5.17 it also revokes access then): a 32-bit counter that
-	 * had wrapped before the reload jumps without an overflow call.
-	 */
-	if (cause == SPMU_CHECK_PM_EXIT)
-		spmu_new_generation(c);
 	spmu_update_placement(c);
 	if (spmu_arch_sync_access(c, cause)) {
 		WRITE_ONCE(c->interventions, c->interventions + 1);
 		spmu_new_generation(c);
 	}
+	/* From the timer only: the CPU PM path runs where RCU is not watching. */
+	if (c->error && cause == SPMU_CHECK_TIMER &&
+	    time_after(jiffies, c->revive_after)) {
+		c->revive_after = jiffies + HZ;
+		queue_work_on(smp_processor_id(), system_wq, &c->revive_work);
+	}
+}
+
+/* On the CPU concerned: ask perf to schedule our ERROR events again. */
+static void spmu_revive_work_fn(struct work_struct *work)
+{
+	struct spmu_pcpu *c = container_of(work, struct spmu_pcpu, revive_work);
+	unsigned int i;
+
+	for (i = 0; i < spmu_set.nr; i++) {
+		if (c->event[i] &&
+		    READ_ONCE(c->event[i]->state) == PERF_EVENT_STATE_ERROR)
+			perf_event_enable(c->event[i]);
+	}
+	spmu_counters_check_this_cpu(SPMU_CHECK_REVIVE);
 }
 
 /**
@@ -146,6 +190,9 @@ static int spmu_cpu_online(unsigned int cpu)
 	unsigned long flags;
 	unsigned int i;
 
+	init_irq_work(&c->overflow_work, spmu_overflow_work_fn);
+	INIT_WORK(&c->revive_work, spmu_revive_work_fn);
+	c->revive_after = jiffies + HZ;
 	for (i = 0; i < spmu_set.nr; i++) {
 		attr = &spmu_set.attr[i];
 		event = perf_event_create_kernel_counter(attr, cpu, NULL,
@@ -207,11 +254,14 @@ static int spmu_cpu_offline(unsigned int cpu)
 	local_irq_restore(flags);
 
 	spmu_timer_delete_sync(&c->timer);
+	cancel_work_sync(&c->revive_work);
 	for (i = 0; i < SPMU_MAX_SLOTS; i++) {
 		if (c->event[i])
 			perf_event_release_kernel(c->event[i]);
 		c->event[i] = NULL;
 	}
+	/* No overflow call after the release: the last queued work ends here. */
+	irq_work_sync(&c->overflow_work);
 	return 0;
 }
 
@@ -226,8 +276,11 @@ int spmu_counters_start(const struct spmu_counter_set *set)
 {
 	int ret;
 
-	if (WARN_ON_ONCE(spmu_started || set->nr > SPMU_MAX_SLOTS))
+	if (spmu_started || set->nr > SPMU_MAX_SLOTS) {
+		pr_err("internal error: counters started twice or %u slots\n",
+		       set->nr);
 		return -EINVAL;
+	}
 	/* Unique across loads too: a reading never matches a stale one. */
 	if (!atomic_long_read(&spmu_generation))
 		atomic_long_set(&spmu_generation, ktime_get_boottime_ns());

@@ -13,9 +13,11 @@
 #ifndef SIMPLE_PMU_COUNTERS_H
 #define SIMPLE_PMU_COUNTERS_H
 
+#include <linux/irq_work.h>
 #include <linux/perf_event.h>
 #include <linux/timer.h>
 #include <linux/types.h>
+#include <linux/workqueue.h>
 
 /* Core cycles plus up to 31 events (arm64 has at most 31 event counters). */
 #define SPMU_MAX_SLOTS		32
@@ -40,7 +42,11 @@ struct spmu_pcpu {
 	struct perf_event *event[SPMU_MAX_SLOTS];
 	/* Published: the counter user space reads for each slot, or -1. */
 	int index[SPMU_MAX_SLOTS];
-	/* Changes whenever index[] or a counter's value base changes. */
+	/*
+	 * Changes whenever index[] or a counter's value base changes; stored
+	 * with release after index[], so a reader that loads it with acquire
+	 * before and after reading index[] sees a consistent pair.
+	 */
 	unsigned long generation;
 	/* Every slot counts at a known counter: user access may be open. */
 	bool placed;
@@ -55,7 +61,14 @@ struct spmu_pcpu {
 	unsigned long interventions;	/* user access found revoked, reopened */
 	unsigned long kvm_deferrals;	/* checks skipped: a vCPU was loaded */
 	unsigned long checks;		/* timer callbacks that ran */
+	/* A pinned event of ours is in ERROR: ask perf again, not before. */
+	bool error;
+	unsigned long revive_after;	/* jiffies */
 	struct timer_list timer;
+	/* After our own overflow IRQ, whose PMU restart revokes access. */
+	struct irq_work overflow_work;
+	/* perf_event_enable() of ERROR events: it sleeps, so not the timer. */
+	struct work_struct revive_work;
 };
 
 /* Why a CPU's state is looked at; the arch counts interventions by it. */
@@ -64,6 +77,8 @@ enum spmu_check_cause {
 	SPMU_CHECK_TIMER,
 	SPMU_CHECK_PM_EXIT,
 	SPMU_CHECK_SETTINGS,
+	SPMU_CHECK_OVERFLOW,
+	SPMU_CHECK_REVIVE,
 };
 
 extern unsigned int spmu_recheck_ms;

@@ -140,7 +140,8 @@ static ssize_t spmu_cpu_show(struct device *dev, struct device_attribute *da,
 	case SPMU_F_EVENT_INDEX:
 		return spmu_emit_event_index(c, buf);
 	case SPMU_F_GENERATION:
-		return sysfs_emit(buf, "%lu\n", READ_ONCE(c->generation));
+		/* Acquire: pairs with spmu_new_generation()'s release. */
+		return sysfs_emit(buf, "%lu\n", smp_load_acquire(&c->generation));
 	case SPMU_F_INTERVENTIONS:
 		return sysfs_emit(buf, "%lu\n", READ_ONCE(c->interventions));
 	case SPMU_F_KVM_DEFERRALS:
@@ -237,7 +238,7 @@ int spmu_sysfs_register(const struct attribute_group **groups, bool per_cpu)
 	err = subsys_system_register(&spmu_subsys, NULL);
 	if (err) {
 		pr_err("cannot register sysfs subsystem (%d)\n", err);
-		return err;
+		goto err_dirs;
 	}
 
 	dev = kzalloc(sizeof(*dev), GFP_KERNEL);
@@ -262,6 +263,7 @@ int spmu_sysfs_register(const struct attribute_group **groups, bool per_cpu)
 
 err_subsys:
 	bus_unregister(&spmu_subsys);
+err_dirs:
 	spmu_cpu_dirs_free();
 	return err;
 }

@@ -46,6 +46,13 @@ RULES = {
     "HAVE_KVM_GET_RUNNING_VCPU_EXPORT": (lambda v: v < (7, 0),
                                          "EXPORT_SYMBOL_GPL in 5.10-6.12; 7.2 marks it "
                                          "EXPORT_SYMBOL_FOR_KVM_INTERNAL, nothing on arm64"),
+    "HAVE_PREEMPT_NOTIFIERS": (lambda v: True,
+                               "Debian arm64 configs build KVM in (CONFIG_KVM=y), which "
+                               "selects PREEMPT_NOTIFIERS"),
+    "HAVE_PERF_USER_READ_REVOKE": (lambda v: v >= (5, 17),
+                                   "5.17: 'perf: Add a counter for number of user access "
+                                   "events in context' with arm64's perf user access "
+                                   "(83a7a4d643d3)"),
     "HAVE_MODULE_IMPORT_NS_STRING": (lambda v: v >= (6, 13),
                                      "6.13: 'module: Convert symbol namespace to string "
                                      "literal'"),

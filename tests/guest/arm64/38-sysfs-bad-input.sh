@@ -20,8 +20,8 @@ check() { # attr value... (each written with printf %b: '1\n\n' is two newlines)
 	grep -q 'Permission denied' /tmp/runas.err || fail "non-root write of $attr failed otherwise: $(cat /tmp/runas.err)"
 	[ "$(cat $SYSFS/$attr)" = "$old" ] || fail "$attr changed after a non-root write"
 }
-check user_access x 2 3 -1 +1 01 "1x" " 1" '1\\n\\n' 99999999999999999999 "$long"
-check ring 0 4 -1 +2 02 x "3 3" '1\\n\\n' "$long"
+check user_access x 2 3 -1 +1 01 "1x" " 1" '1\n\n' 99999999999999999999 "$long"
+check ring 0 4 -1 +2 02 x "3 3" '1\n\n' "$long"
 check events 0x10000 -1 +8 zz 8,, 1,2,3,4,5,6,7 0x5 0x8,0x4001 "$long"
 [ "$(cat $SYSFS/generation)" = "$g" ] || fail "bad writes changed the counters (generation $g -> $(cat $SYSFS/generation))"
 for attr in user_access ring events; do

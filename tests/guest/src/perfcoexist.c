@@ -2,9 +2,12 @@
 /*
  * perfcoexist CPU N PHASE...: perf's own numbers judge simple-pmu.
  *
- * On CPU, two perf groups stay open for the whole run, both counting
- * cycles and instructions in user space: a pinned CPU-wide group (as
- * perf stat -a opens it) and a per-task group of this thread. Each PHASE
+ * On CPU, two perf groups stay open for the whole run, counting cycles
+ * and instructions: a pinned CPU-wide group of user space only (as
+ * perf stat -a -e cycles:u opens it) and a per-task group of this thread,
+ * user and kernel. Every window makes one getppid() call, so a driver
+ * that widened the first group's filter to EL1 or narrowed the second's
+ * to EL0 changes every window, not only those a timer tick lands in. Each PHASE
  * is NAME:COMMAND. The command runs first (system(), on this CPU, between
  * windows), then, after 300 ms for the other CPU to settle, five windows of
  * spmu_spin(N), each between two reads of both groups. A PHASE whose NAME starts with "during" runs its command in
@@ -35,7 +38,7 @@ struct group_read {
 	uint64_t nr, enabled, running, cycles, insns;
 };
 
-static int open_group(pid_t pid, int cpu, int pinned, int *member)
+static int open_group(pid_t pid, int cpu, int pinned, int kernel, int *member)
 {
 	struct perf_event_attr attr;
 	int leader;
@@ -45,7 +48,7 @@ static int open_group(pid_t pid, int cpu, int pinned, int *member)
 	attr.type = PERF_TYPE_HARDWARE;
 	attr.config = PERF_COUNT_HW_CPU_CYCLES;
 	attr.pinned = pinned;
-	attr.exclude_kernel = 1;
+	attr.exclude_kernel = !kernel;
 	attr.exclude_hv = 1;
 	attr.read_format = PERF_FORMAT_GROUP | PERF_FORMAT_TOTAL_TIME_ENABLED |
 			   PERF_FORMAT_TOTAL_TIME_RUNNING;
@@ -82,6 +85,7 @@ static void window(struct span *sp, uint64_t n)
 	read_group(cpu_fd, &c0);
 	read_group(task_fd, &t0);
 	spmu_spin(n);
+	syscall(SYS_getppid);
 	read_group(cpu_fd, &c1);
 	read_group(task_fd, &t1);
 	d[0] = c1.insns - c0.insns;
@@ -174,8 +178,8 @@ int main(int argc, char **argv)
 		perror("perfcoexist: pin");
 		return 2;
 	}
-	cpu_fd = open_group(-1, cpu, 1, &member);
-	task_fd = open_group(0, -1, 0, &member);
+	cpu_fd = open_group(-1, cpu, 1, 0, &member);
+	task_fd = open_group(0, -1, 0, 1, &member);
 	if (cpu_fd < 0 || task_fd < 0) {
 		perror("perfcoexist: perf_event_open");
 		return 2;
