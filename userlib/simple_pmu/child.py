@@ -56,14 +56,15 @@ def run_in_child(call: Callable[[], object], timeout: float = DEFAULT_TIMEOUT_S)
             os._exit(status)
     os.close(wfd)
     try:
-        status = _wait(pid, timeout)
+        waited = _wait(pid, timeout)
         with os.fdopen(rfd, "rb") as pipe:
             data = pipe.read()
     except BaseException:
         _reap(pid)
         raise
-    if status is None:
+    if waited is None:
         return ChildResult(False, error=f"did not finish within {timeout:g} s (killed)")
+    status = waited
     if os.WIFSIGNALED(status):
         return ChildResult(False, signal=signal.Signals(os.WTERMSIG(status)).name)
     message = json.loads(data) if data else {}
