@@ -38,7 +38,7 @@ def test_report_shape(report):
     for backend in report.backends:
         # Unusable always comes with a reason; a usable backend has none.
         assert backend.usable == (not backend.reasons), backend
-    json.loads(json.dumps(report.to_dict(), default=str))
+    json.loads(json.dumps(report.to_dict()))  # no default=: every value is JSON already
 
 
 def test_driver_reasons_match_this_machine(report, simple_pmu):
@@ -48,7 +48,8 @@ def test_driver_reasons_match_this_machine(report, simple_pmu):
     assert not driver.usable
     assert driver.reasons[0] == (
         f"simple-pmu module not loaded: {SYSFS} does not exist")
-    assert driver.facts["module"] == "not loaded"
+    assert driver.facts["module_loaded"] is False
+    assert driver.reasons[0].code == "driver_not_loaded"
     vendor = cpuinfo_field("vendor_id")
     if vendor is not None:  # x86: the CPU itself, from CPUID leaf 0xA
         version = simple_pmu.native.cpuid(0xA)[0] & 0xFF if \
@@ -170,7 +171,8 @@ def test_probe_survives_a_driver_that_claims_access(simple_pmu, monkeypatch, tmp
         assert re.fullmatch(r"a trial read of the cycle counter on CPU \d+ faulted with "
                             r"SIG(SEGV|ILL)( \(\d+ attempts over \d+ ms\))?", reason), reason
     assert len(backend.reasons) == len(os.sched_getaffinity(0))  # every CPU tried
-    assert backend.facts["recheck_ms"] == 100 and backend.facts["verified_cpus"] == "none"
+    assert backend.facts["recheck_ms"] == 100 and backend.facts["verified_cpus"] == []
+    assert {r.code for r in backend.reasons} == {"trial_fault"}
     assert backend.cpus == ()
     assert time.monotonic() - t0 < 2.0
 

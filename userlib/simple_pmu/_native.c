@@ -671,8 +671,8 @@ static PyMethodDef driverspan_methods[] = {
 	  "stop() -> None\n--\n\nRead cycles then instructions. CounterFault if "
 	  "access is off." },
 	{ "values", (PyCFunction)driverspan_values, METH_NOARGS,
-	  "values() -> (c0, c1, i0, i1)\n--\n\nThe raw reads (i0, i1 are 0 "
-	  "without instructions)." },
+	  "values() -> tuple\n--\n\nThe raw reads (c0, c1, i0, i1); i0, i1 are "
+	  "0 without instructions." },
 	{ "info", (PyCFunction)driverspan_info, METH_NOARGS,
 	  "info() -> dict\n--\n\ncpu, cycle_index and insn_index (the "
 	  "counters read; -1 none), generation_before and generation_after "
@@ -739,8 +739,8 @@ static PyMethodDef native_methods[] = {
 	{ "current_cpu", native_current_cpu, METH_NOARGS,
 	  "current_cpu() -> int\n--\n\nsched_getcpu()." },
 	{ "cpuid", native_cpuid, METH_VARARGS,
-	  "cpuid(leaf, subleaf=0) -> (eax, ebx, ecx, edx)\n--\n\nx86 only; "
-	  "NotImplementedError elsewhere." },
+	  "cpuid(leaf, subleaf=0, /) -> tuple\n--\n\n(eax, ebx, ecx, edx); x86 "
+	  "only, NotImplementedError elsewhere." },
 	{ "known_loop", native_known_loop, METH_O,
 	  "known_loop(n) -> None\n--\n\nRun a loop of exactly two instructions "
 	  "n times (n >= 1): x86-64 'sub $1,%reg; jnz', arm64 'subs xN,xN,#1; "

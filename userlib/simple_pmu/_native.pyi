@@ -3,6 +3,8 @@
 tests/userlib/test_userlib_native.py checks it against the built extension (stubtest).
 """
 
+from typing import final
+
 from simple_pmu.errors import CounterFault as CounterFault
 from simple_pmu.errors import CounterUnavailable as CounterUnavailable
 
@@ -12,6 +14,7 @@ KNOWN_LOOP_INSNS_PER_ITER: int
 
 def guard() -> None: ...
 
+@final
 class DriverSpan:
     def __init__(self, instructions: bool = True) -> None: ...
     def start(self) -> None: ...
@@ -46,6 +49,7 @@ def perf_open(
     read_format: int = 0,
 ) -> int: ...
 
+@final
 class PerfPage:
     def __init__(self, fd: int) -> None: ...
     def read(self) -> int: ...

@@ -24,6 +24,13 @@ class Error(Exception):
 
     code = "error"
 
+    def __init__(self, *args: object) -> None:
+        super().__init__(*args)
+        # A reasons.Reason as the message brings its own code.
+        code = getattr(args[0], "code", None) if args else None
+        if isinstance(code, str):
+            self.code = code
+
 
 class UsageError(Error, ValueError):
     """A bad argument: unknown backend, count below 1, ..."""

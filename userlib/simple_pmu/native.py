@@ -16,7 +16,7 @@ from simple_pmu import reasons
 native_error: str
 
 try:
-    from simple_pmu import _native as native  # re-exported: see __all__
+    import simple_pmu._native as native  # re-exported: see __all__
 except ImportError as exc:
     native = None  # type: ignore[assignment]  # see the docstring
     native_error = reasons.NO_NATIVE.format(error=exc)
