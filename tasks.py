@@ -102,6 +102,7 @@ def lint(c):
     """ruff and mypy --strict over the Python code; checkpatch.pl --strict over the drivers."""
     c.run("ruff check pmubuild tests tasks.py userlib", pty=False)
     c.run("mypy pmubuild", pty=False)
+    c.run("mypy userlib/simple_pmu", pty=False)
     problems = _run(commands.checkpatch)
     for line in problems:
         print(line)

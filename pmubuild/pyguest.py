@@ -21,7 +21,10 @@ from .progress import step
 
 SUITES = ("bookworm", "bookworm-security")
 PACKAGES = ("python3.11-minimal", "libpython3.11-minimal", "libpython3.11-stdlib", "libc6",
-            "libgcc-s1", "libffi8", "zlib1g", "libexpat1")
+            "libgcc-s1", "libffi8", "zlib1g", "libexpat1",
+            # The guests validate simple-pmu's --json output against its JSON Schema
+            # (tests/guest/*/*-json.sh): Debian's jsonschema and what it imports.
+            "python3-jsonschema", "python3-attr", "python3-pyrsistent")
 DEV_PACKAGE = "libpython3.11-dev"
 PY_VERSION = (3, 11)
 # Parts of the packages no test imports or reads: smaller archive, faster boot.
@@ -80,8 +83,8 @@ def _precompile(root: Path) -> None:
     if sys.version_info[:2] != PY_VERSION:
         return  # a different host Python would write the wrong magic; the guest compiles
     subprocess.run([sys.executable, "-m", "compileall", "-q", "-j", "0",
-                    "--invalidation-mode", "unchecked-hash", str(root / "usr/lib/python3.11")],
-                   check=True, capture_output=True)
+                    "--invalidation-mode", "unchecked-hash", str(root / "usr/lib/python3.11"),
+                    str(root / SITE)], check=True, capture_output=True)
 
 
 def headers(apt: PrivateApt, arch: str) -> Path:
@@ -126,6 +129,9 @@ def package_entries(apt: PrivateApt, arch: str, out_dir: Path) -> list[cpio.Entr
                                            f"{SITE}/simple_pmu", "usr/bin")]
     for src in sorted(USERLIB.glob("*.py")):
         entries.append(cpio.file(f"{SITE}/simple_pmu/{src.name}", src.read_bytes()))
+    entries.append(cpio.directory(f"{SITE}/simple_pmu/schema"))
+    for src in sorted((USERLIB / "schema").glob("*.json")):
+        entries.append(cpio.file(f"{SITE}/simple_pmu/schema/{src.name}", src.read_bytes()))
     so = extension(apt, arch, out_dir)
     entries.append(cpio.file(f"{SITE}/simple_pmu/{so.name}", so.read_bytes()))
     entries.append(cpio.file("usr/bin/simple-pmu", CLI.encode(), executable=True))

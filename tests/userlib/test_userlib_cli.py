@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import re
 import statistics
 import subprocess
@@ -10,7 +11,7 @@ import time
 from pathlib import Path
 
 import pytest
-from userlib_helpers import REPO
+from userlib_helpers import REPO, validate
 
 SEED_MHZ = REPO.parent / "shared" / "reference" / "seeds" / "mhz" / "mhz.c"
 SYSFS = Path("/sys/devices/system/simple-pmu/simple-pmu0")
@@ -39,17 +40,48 @@ def test_status_names_each_reason(venv, simple_pmu):
         assert f"simple-pmu module not loaded: {SYSFS} does not exist" in text
 
 
-def test_status_json(venv):
+def test_status_json(venv, simple_pmu):
     res = run(venv, "status", "--json")
     assert res.returncode == 0, res.stderr
     data = json.loads(res.stdout)
+    validate(data)
+    assert (data["schema"], data["command"]) == (1, "status")
     backends = {b["name"]: b for b in data["backends"]}
     assert list(backends) == ["driver", "perf-rdpmc", "perf-read", "timer"]
     assert backends["timer"]["usable"] is True
     for b in backends.values():
         assert b["usable"] == (b["reason"] == "")
-        assert b["reason"] == "; ".join(b["reasons"])
+        assert b["reason"] == "; ".join(r["text"] for r in b["reasons"])
     assert data["cpu"]["arch"] in ("x86_64", "aarch64")
+    best = simple_pmu.probe().best("cycles")
+    assert data["measure"]["backend"] == (best.name if best else None)
+    if best is None:
+        assert data["measure"]["reason"]["code"] == "no_counter_backend"
+
+
+def test_read_json(venv, simple_pmu):
+    """A reading, or on failure a JSON error object on stdout and exit 1: both valid."""
+    res = run(venv, "read", "--json")
+    data = json.loads(res.stdout)
+    validate(data)
+    if simple_pmu.probe().best("cycles") is None:
+        assert res.returncode == 1
+        assert data["error"]["code"] == "no_counter_backend"
+        assert res.stderr == f"simple-pmu read: {data['error']['text']}\n"
+        assert {r["code"] for r in data["reasons"]} >= {"driver_not_loaded"} or \
+            SYSFS.exists()
+    else:
+        assert res.returncode == 0, res.stderr
+        assert data["scope"] in ("cpu", "thread") and data["cycles"] is not None
+
+
+def test_bench_json(venv):
+    res = run(venv, "bench", "--calls", "20000", "--repeats", "2", "--json")
+    assert res.returncode == 0, res.stderr
+    data = json.loads(res.stdout)
+    validate(data)
+    assert (data["command"], data["calls"], data["repeats"]) == ("bench", 20000, 2)
+    assert data["ratio"] == pytest.approx(data["read_ns"] / data["perf_counter_ns"])
 
 
 def test_read(venv, simple_pmu):
@@ -70,25 +102,69 @@ def test_read_insisting_on_a_backend(venv, simple_pmu):
         assert res.returncode == 0
     else:
         assert res.returncode == 1
-        assert res.stderr == f"simple-pmu read: backend driver: {driver.reason}\n"
+        assert res.stderr == f"simple-pmu read: driver: {driver.reason}\n"
+    res = run(venv, "read", "--backend", "driver", "--json")
+    data = json.loads(res.stdout)
+    validate(data)
+    if not driver.usable:
+        assert data["error"]["code"] == driver.reasons[0].code
+        assert [r["text"] for r in data["reasons"]] == list(driver.reasons)
 
 
-@pytest.mark.parametrize("args, message", [
-    ([], "the following arguments are required: COMMAND"),
-    (["frobnicate"], "invalid choice: 'frobnicate'"),
-    (["mhz", "--runs", "0"], "argument --runs: must be at least 1, not 0"),
-    (["mhz", "--runs", "many"], "argument --runs: 'many' is not a whole number"),
-    (["mhz", "--clock", "sundial"], "argument --clock: invalid choice: 'sundial'"),
-    (["read", "--backend", "bogus"], "argument --backend: invalid choice: 'bogus'"),
-    (["bench", "--calls", "-3"], "argument --calls: must be at least 1, not -3"),
-    (["status", "--jsn"], "unrecognized arguments: --jsn"),
+@pytest.mark.parametrize("args, message, usage", [
+    ([], "the following arguments are required: COMMAND", "simple-pmu [-h]"),
+    (["frobnicate"], "invalid choice: 'frobnicate'", "simple-pmu [-h]"),
+    (["mhz", "--runs", "0"], "argument --runs: must be at least 1, not 0", "simple-pmu mhz"),
+    (["mhz", "--runs", "many"], "argument --runs: 'many' is not a whole number",
+     "simple-pmu mhz"),
+    (["mhz", "--clock", "sundial"], "argument --clock: invalid choice: 'sundial'",
+     "simple-pmu mhz"),
+    (["read", "--backend", "bogus"], "argument --backend: invalid choice: 'bogus'",
+     "simple-pmu read"),
+    (["bench", "--calls", "-3"], "argument --calls: must be at least 1, not -3",
+     "simple-pmu bench"),
+    (["status", "--jsn"], "simple-pmu status: error: unrecognized arguments: --jsn",
+     "simple-pmu status [-h] [--json]"),
+    (["bench", "--json", "extra"], "simple-pmu bench: error: unrecognized arguments: extra",
+     "simple-pmu bench"),
 ])
-def test_bad_arguments_exit_2(venv, args, message):
+def test_bad_arguments_exit_2(venv, args, message, usage):
+    """Exit 2 with the usage of the command given (a subcommand's own, not the top's)."""
     res = run(venv, *args)
     assert res.returncode == 2
     assert res.stdout == ""
     assert message in res.stderr
-    assert res.stderr.startswith("usage: simple-pmu")
+    assert res.stderr.startswith(f"usage: {usage}"), res.stderr
+
+
+def _closed_pipe(cmd, env=None):
+    """Run cmd with its stdout a pipe whose reader is already gone (`cmd | head -0`)."""
+    read_end, write_end = os.pipe()
+    os.close(read_end)
+    try:
+        proc = subprocess.run(cmd, stdout=write_end, stderr=subprocess.PIPE, text=True,
+                              timeout=120, env=env)
+    finally:
+        os.close(write_end)
+    return proc
+
+
+@pytest.mark.parametrize("args", [["status"], ["status", "--json"], ["--help"],
+                                  ["status", "--help"], ["read", "--json"]])
+def test_closed_pipe_no_traceback(venv, args):
+    res = _closed_pipe([venv / "simple-pmu", *args])
+    assert res.stderr == "" or "Traceback" not in res.stderr, res.stderr
+    assert "BrokenPipeError" not in res.stderr and "Exception ignored" not in res.stderr
+    assert res.returncode == 141, res.stderr
+
+
+def test_closed_pipe_check_can_fail(venv):
+    """The same closed pipe without main()'s handling (cli.run) does end in a traceback:
+    the test above would see it."""
+    py = venv / "python"
+    res = _closed_pipe([py, "-c", "import sys; from simple_pmu.cli import run; "
+                        "sys.exit(run(['status']))"])
+    assert "BrokenPipeError" in res.stderr
 
 
 def test_bench_prints_a_ratio(venv):

@@ -63,8 +63,22 @@ def test_every_reason_is_documented(rendered):
     templates = reasons.all_templates()
     assert len(templates) > 25
     for name, template in templates.items():
-        for part in _literal_parts(template):
+        for part in _literal_parts(template.text):
             assert normalise(part) in rendered, f"{name}: {part!r} not in DIAGNOSTICS"
+        # Each reason's code stands beside it in DIAGNOSTICS, and is its name.
+        assert template.code == name.lower()
+        assert f"Code: {template.code}" in rendered, f"{name}: code not documented"
+
+
+def test_every_schema_field_is_documented(rendered):
+    """JSON OUTPUT names every property the schema defines."""
+    import json
+
+    schema = json.loads((USERLIB / "simple_pmu" / "schema" /
+                         "simple-pmu.schema.json").read_text())
+    for name, definition in schema["$defs"].items():
+        for prop in definition.get("properties", {}):
+            assert prop in rendered, f"{name}.{prop} not in the man page"
 
 
 def test_every_errno_meaning_is_documented(rendered):

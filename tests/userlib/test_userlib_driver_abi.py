@@ -319,3 +319,20 @@ def test_measure_after_unload_probes_again(driver_measure, fake, mods, simple_pm
     with pytest.raises(simple_pmu.CounterUnavailable, match="driver: module gone"), \
             simple_pmu.measure("driver"):
         pass
+
+
+@pytest.mark.parametrize("event_width", [32, 64])
+def test_arm64_reader_widths(driver_measure, fake, mods, simple_pmu, monkeypatch, event_width):
+    """The arm64 driver's Reader: cycles on PMCCNTR_EL0 wrap at 2^64 (the issue's
+    Reader.delta('cycles', 2**64-1000, 500)), on an event counter at event_width, and
+    instructions at event_width (sysfs, PMUv3p5 long counters: 64)."""
+    fake.attr("event_width", event_width)
+    reader = mods["measure"].open_reader(mods["measure"]._cache["report"], "driver")
+    assert reader.delta("cycles", 2**64 - 1000, 500) == 1500  # before pinning: 64
+    for cycle_index, want in ((31, 64), (2, event_width)):
+        monkeypatch.setattr(simple_pmu.native, "driver_indices", lambda c=cycle_index: (
+            CPUS[0], c, 4))
+        with mods["measure"].PinnedCpu(reader):
+            assert reader.widths == {"cycles": want, "instructions": event_width}
+            assert reader.delta("cycles", 2**want - 1000, 500) == 1500
+            assert reader.delta("instructions", 2**event_width - 1, 1) == 2

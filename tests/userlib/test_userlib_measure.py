@@ -89,3 +89,66 @@ def test_widths_follow_the_counter_index():
                                                                       "instructions": 64}
     x86 = Reader("driver", widths={"cycles": 48, "instructions": 48})
     assert x86.placed_widths(-1, -1) == {"cycles": 48, "instructions": 48}
+
+
+@pytest.mark.parametrize("width", [32, 40, 48, 64])
+def test_wrap_delta_every_width(width):
+    """For each width: plain, across the wrap, a full period minus one, bits above the
+    width ignored (a sign-extended raw read), and never negative."""
+    from simple_pmu.measure import wrap_delta
+
+    top = 1 << width
+    assert wrap_delta(10, 25, width) == 15
+    assert wrap_delta(top - 1000, 500, width) == 1500
+    assert wrap_delta(0, top - 1, width) == top - 1
+    assert wrap_delta(5, 5, width) == 0
+    if width < 64:
+        high = 0xFFFF << width  # what sign extension puts above a narrower counter
+        assert wrap_delta(high | (top - 3), 4, width) == 7
+    for a, b in ((top - 1, 0), (1, 0), (top // 2, top // 2 - 1)):
+        assert 0 <= wrap_delta(a, b, width) < top
+
+
+def test_wrap_delta_refuses_a_bad_width(simple_pmu):
+    from simple_pmu.measure import wrap_delta
+
+    for width in (0, -1, 65):
+        with pytest.raises(simple_pmu.UsageError, match=f"counter width {width} is outside"):
+            wrap_delta(0, 1, width)
+
+
+def _x86_report(simple_pmu, fixed_width: int):
+    """A report for an Intel CPU whose CPUID leaf 0xA states fixed counters of this width
+    (and 48-bit general-purpose ones), the driver usable."""
+    from simple_pmu.probe import Backend, Report
+    from simple_pmu.sysinfo import CpuInfo, Perfmon
+
+    eax = 4 | 8 << 8 | 48 << 16 | 7 << 24  # version 4, 8 gp counters, 48 bits, 7 events
+    edx = 3 | fixed_width << 5  # 3 fixed counters
+    perfmon = Perfmon.from_regs(eax, 0, 0, edx)
+    assert (perfmon.fixed_width, perfmon.gp_width, perfmon.num_gp) == (fixed_width, 48, 8)
+    cpu = CpuInfo("x86_64", "GenuineIntel", "test", frozenset(), None, perfmon)
+    driver = Backend("driver", "fake", True, (), (), ("cycles", "instructions"),
+                     {"recheck_ms": 100}, (0,))
+    return Report(cpu, (driver,))
+
+
+@pytest.mark.parametrize("fixed_width", [40, 48])
+def test_x86_driver_widths_from_cpuid(simple_pmu, monkeypatch, fixed_width):
+    """x86: the driver reads fixed counters, CPUID leaf 0xA EDX[12:5] bits wide."""
+    from simple_pmu.measure import open_reader
+
+    monkeypatch.setattr(simple_pmu.native, "ARCH", "x86_64")
+    reader = open_reader(_x86_report(simple_pmu, fixed_width), "driver")
+    top = 1 << fixed_width
+    assert reader.widths == {"cycles": fixed_width, "instructions": fixed_width}
+    assert reader.delta("cycles", top - 10, 5) == 15
+    assert reader.delta("instructions", top - 1, 0) == 1
+
+
+def test_x86_driver_refuses_width_zero(simple_pmu, monkeypatch):
+    from simple_pmu.measure import open_reader
+
+    monkeypatch.setattr(simple_pmu.native, "ARCH", "x86_64")
+    with pytest.raises(simple_pmu.CounterUnavailable, match="CPUID leaf 0xA EDX"):
+        open_reader(_x86_report(simple_pmu, 0), "driver")

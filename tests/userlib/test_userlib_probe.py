@@ -9,6 +9,8 @@ import json
 import os
 import re
 import signal
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -38,7 +40,7 @@ def test_report_shape(report):
     for backend in report.backends:
         # Unusable always comes with a reason; a usable backend has none.
         assert backend.usable == (not backend.reasons), backend
-    json.loads(json.dumps(report.to_dict(), default=str))
+    json.loads(json.dumps(report.to_dict()))  # no default=: every value is JSON already
 
 
 def test_driver_reasons_match_this_machine(report, simple_pmu):
@@ -48,7 +50,8 @@ def test_driver_reasons_match_this_machine(report, simple_pmu):
     assert not driver.usable
     assert driver.reasons[0] == (
         f"simple-pmu module not loaded: {SYSFS} does not exist")
-    assert driver.facts["module"] == "not loaded"
+    assert driver.facts["module_loaded"] is False
+    assert driver.reasons[0].code == "driver_not_loaded"
     vendor = cpuinfo_field("vendor_id")
     if vendor is not None:  # x86: the CPU itself, from CPUID leaf 0xA
         version = simple_pmu.native.cpuid(0xA)[0] & 0xFF if \
@@ -170,7 +173,8 @@ def test_probe_survives_a_driver_that_claims_access(simple_pmu, monkeypatch, tmp
         assert re.fullmatch(r"a trial read of the cycle counter on CPU \d+ faulted with "
                             r"SIG(SEGV|ILL)( \(\d+ attempts over \d+ ms\))?", reason), reason
     assert len(backend.reasons) == len(os.sched_getaffinity(0))  # every CPU tried
-    assert backend.facts["recheck_ms"] == 100 and backend.facts["verified_cpus"] == "none"
+    assert backend.facts["recheck_ms"] == 100 and backend.facts["verified_cpus"] == []
+    assert {r.code for r in backend.reasons} == {"trial_fault"}
     assert backend.cpus == ()
     assert time.monotonic() - t0 < 2.0
 
@@ -188,3 +192,62 @@ def test_driver_span_without_access(simple_pmu):
     with pytest.raises(RuntimeError, match="start\\(\\) and stop\\(\\) first"):
         span.info()
     assert simple_pmu.CounterFault is native.CounterFault
+
+
+THREADED_PROBE = """
+import os, sys, threading
+import simple_pmu
+forks = []
+os.register_at_fork(before=lambda: forks.append(1))
+stop = threading.Event()
+worker = threading.Thread(target=stop.wait)
+worker.start()
+try:
+    assert threading.active_count() == 2
+    report = simple_pmu.probe()
+    with simple_pmu.measure() as m:
+        simple_pmu.known_loop(1000)
+finally:
+    stop.set()
+    worker.join()
+print(f"forks={len(forks)} timer={report.get('timer').usable}")
+"""
+
+
+def test_probe_from_a_threaded_caller_forks_nothing(native_pkg):
+    """probe() with a live extra thread: no fork (Python 3.12 warns about fork with threads;
+    -W error turns any such warning into a failure), reads in-process."""
+    res = subprocess.run([sys.executable, "-W", "error::DeprecationWarning", "-c",
+                          THREADED_PROBE], capture_output=True, text=True, timeout=120,
+                         env=dict(os.environ, PYTHONPATH=str(native_pkg)))
+    assert res.returncode == 0, res.stderr
+    assert res.stdout == "forks=0 timer=True\n", res.stdout + res.stderr
+
+
+def test_fault_signals_blocked_fall_back_to_a_child(native_pkg):
+    """With SIGSEGV and SIGILL blocked a fault would kill the caller in-process: the trial
+    reads run in a child instead (the fork counted here), and the caller lives."""
+    code = ("import signal\n"
+            "signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGSEGV, signal.SIGILL})\n"
+            + THREADED_PROBE.replace("import os, sys", "import os, sys, signal"))
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         timeout=120, env=dict(os.environ, PYTHONPATH=str(native_pkg)))
+    assert res.returncode == 0, res.stderr
+    assert re.fullmatch(r"forks=[1-9]\d* timer=True\n", res.stdout), res.stdout
+
+
+def test_in_process_trial_restores_affinity(simple_pmu, monkeypatch):
+    """Each trial pins this thread to one CPU and gives the affinity back, faults or not."""
+    probe_mod = importlib.import_module("simple_pmu.probe")
+    before = os.sched_getaffinity(0)
+    seen = []
+
+    def where() -> object:
+        seen.append(os.sched_getaffinity(0))
+        return simple_pmu.native.driver_cycles()  # faults here: no driver
+    for cpu in sorted(before):
+        problem, _ = probe_mod._trial_one("the cycle counter", cpu, probe_mod._two_reads(where))
+        if simple_pmu.native.driver_available() <= 0:
+            assert problem.code == "trial_fault", problem
+        assert os.sched_getaffinity(0) == before
+    assert seen == [{cpu} for cpu in sorted(before)]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import sysconfig
 from pathlib import Path
 
@@ -9,6 +10,17 @@ REPO = Path(__file__).resolve().parents[2]
 USERLIB = REPO / "userlib"
 INCLUDE = REPO / "include"
 PY_INCLUDE = sysconfig.get_paths()["include"]
+SCHEMA = USERLIB / "simple_pmu" / "schema" / "simple-pmu.schema.json"
+
+
+def validate(doc: object) -> None:
+    """doc against the shipped JSON Schema (jsonschema.ValidationError if it breaks it).
+    jsonschema is a dev dependency: a missing one is an error, not a skip."""
+    import jsonschema
+
+    schema = json.loads(SCHEMA.read_text())
+    jsonschema.Draft202012Validator.check_schema(schema)
+    jsonschema.Draft202012Validator(schema).validate(doc)
 
 
 def native_build_cmd(cc: str, out: Path, py_include: list[str]) -> list[str]:

@@ -5,12 +5,25 @@
     with simple_pmu.measure() as m:    # the best usable backend
         work()
     m.cycles, m.instructions, m.time_ns
+    m.scope, m.rings, m.running_ratio  # what the counts cover
+
+Errors: every exception simple_pmu raises on purpose is a simple_pmu.Error (see
+simple_pmu.errors): UsageError (a bad argument; also ValueError), CounterUnavailable
+(also RuntimeError), CounterFault (a guarded read faulted; also OSError, never a plain
+one), PerfError (perf_event_open failed; also OSError). Each has a stable .code.
 
 The counter reads live in the C extension simple_pmu._native, built from
 include/cycles.h; the rest is the standard library only.
 """
 
-from simple_pmu.measure import CounterFault, CounterUnavailable, Measurement, measure
+from simple_pmu.errors import (
+    CounterFault,
+    CounterUnavailable,
+    Error,
+    PerfError,
+    UsageError,
+)
+from simple_pmu.measure import Measurement, measure
 from simple_pmu.native import native, native_error
 from simple_pmu.probe import Backend, Report, probe
 
@@ -28,8 +41,8 @@ def known_loop(n: int) -> None:
     difference between two calls is exactly ``2 * (n2 - n1)``.
     """
     if native is None:
-        raise RuntimeError(native_error)
-    native.known_loop(n)
+        raise CounterUnavailable(native_error, "no_native")
+    native.known_loop(n)  # ValueError for n < 1: nothing else here, the count is exact
 
 
 __all__ = [
@@ -37,9 +50,14 @@ __all__ = [
     "Backend",
     "CounterFault",
     "CounterUnavailable",
+    "Error",
     "Measurement",
+    "PerfError",
     "Report",
+    "UsageError",
     "known_loop",
     "measure",
+    "native",
+    "native_error",
     "probe",
 ]

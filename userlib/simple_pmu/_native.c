@@ -10,12 +10,14 @@
  * driver_cycles() and driver_instructions() are guarded: where user access
  * is off (module unloaded, or on arm64 for up to 2 * recheck_ms after perf
  * used the PMU on this CPU) the fault (SIGSEGV on x86, SIGILL on arm64) is
- * caught and raised as simple_pmu._native.CounterFault instead of killing
+ * caught and raised as simple_pmu.errors.CounterFault instead of killing
  * the process. The handler acts only on a fault raised by the kernel in the
  * thread inside a guarded read; any other SIGILL/SIGSEGV goes to the handler
  * that was installed before (Python's faulthandler, or the default action).
- * PerfPage.read() issues RDPMC / mrs unguarded: simple_pmu.probe tries it
- * in a child process first.
+ * PerfPage.read() and guarded_tsc() are guarded the same way, so that
+ * simple_pmu.probe can make its trial reads in-process. The exceptions are
+ * the classes of simple_pmu.errors (imported at load), so one hierarchy
+ * rooted in simple_pmu.Error covers Python and C.
  *
  * Needs no generated file; a native or cross build is one line:
  *   aarch64-linux-gnu-gcc -O2 -shared -fPIC -I$PYINC -Iinclude \
@@ -74,7 +76,7 @@ static PyObject *native_tsc_ordered(PyObject *mod, PyObject *unused)
  * a guarded read: a global jump buffer plus the owning thread suffice, and
  * the fast path costs a sigsetjmp without signal mask (no system call).
  */
-static PyObject *CounterFault;
+static PyObject *CounterFault, *CounterUnavailable;
 static int guard_installed;
 static struct sigaction guard_old_ill, guard_old_segv;
 static sigjmp_buf guard_env;
@@ -195,6 +197,16 @@ static PyObject *native_driver_instructions(PyObject *mod, PyObject *unused)
 	counter_t v;
 
 	GUARDED_READ(v, insn_retired(), "the instructions counter");
+	return ulonglong(v);
+}
+
+/* The timer, guarded: RDTSC faults under PR_SET_TSC, CNTVCT_EL0 without
+ * CNTKCTL_EL1.EL0VCTEN. For trial reads; tsc() stays the fast path. */
+static PyObject *native_guarded_tsc(PyObject *mod, PyObject *unused)
+{
+	unsigned long long v;
+
+	GUARDED_READ(v, rdtsc(), "the timer");
 	return ulonglong(v);
 }
 
@@ -357,17 +369,18 @@ static PyObject *native_perf_open(PyObject *mod, PyObject *args,
 {
 	static char *kwlist[] = { "type", "config", "config1",
 				  "exclude_kernel", "exclude_hv", "pid",
-				  "cpu", NULL };
+				  "cpu", "group_fd", "read_format", NULL };
 	struct perf_event_attr attr;
 	unsigned int type;
-	unsigned long long config, config1 = 0;
+	unsigned long long config, config1 = 0, read_format = 0;
 	int exclude_kernel = 1, exclude_hv = 1, pid = 0, cpu = -1;
+	int group_fd = -1;
 	long fd;
 
-	if (!PyArg_ParseTupleAndKeywords(args, kwargs, "IK|Kppii:perf_open",
+	if (!PyArg_ParseTupleAndKeywords(args, kwargs, "IK|KppiiiK:perf_open",
 					 kwlist, &type, &config, &config1,
 					 &exclude_kernel, &exclude_hv, &pid,
-					 &cpu))
+					 &cpu, &group_fd, &read_format))
 		return NULL;
 	memset(&attr, 0, sizeof(attr));
 	attr.size = sizeof(attr);
@@ -376,7 +389,10 @@ static PyObject *native_perf_open(PyObject *mod, PyObject *args,
 	attr.config1 = config1;
 	attr.exclude_kernel = exclude_kernel;
 	attr.exclude_hv = exclude_hv;
-	fd = syscall(SYS_perf_event_open, &attr, pid, cpu, -1,
+	/* PERF_FORMAT_*: with GROUP, read(2) of the leader returns every
+	 * member's count after nr and the times, as perf stat reads them. */
+	attr.read_format = read_format;
+	fd = syscall(SYS_perf_event_open, &attr, pid, cpu, group_fd,
 		     PERF_FLAG_FD_CLOEXEC);
 	if (fd < 0)
 		return PyErr_SetFromErrno(PyExc_OSError);
@@ -484,13 +500,16 @@ static int perfpage_count(volatile struct perf_event_mmap_page *pc,
 static PyObject *perfpage_read(PerfPage *self, PyObject *unused)
 {
 	unsigned long long count;
+	int ok;
 
 	if (!self->page) {
 		PyErr_SetString(PyExc_ValueError, "PerfPage: closed");
 		return NULL;
 	}
-	if (!perfpage_count(self->page, &count)) {
-		PyErr_SetString(PyExc_RuntimeError,
+	GUARDED_READ(ok, perfpage_count(self->page, &count),
+		     "the perf event's counter");
+	if (!ok) {
+		PyErr_SetString(CounterUnavailable,
 				"perf event not readable from user space now "
 				"(cap_user_rdpmc 0 or index 0): use read(2)");
 		return NULL;
@@ -537,8 +556,8 @@ static PyObject *perfpage_info(PerfPage *self, PyObject *unused)
 static PyMethodDef perfpage_methods[] = {
 	{ "read", (PyCFunction)perfpage_read, METH_NOARGS,
 	  "read() -> int\n--\n\nThe event's count, read in user space (RDPMC or "
-	  "mrs) under the page's seqlock. RuntimeError when the page does not "
-	  "allow it now." },
+	  "mrs) under the page's seqlock. CounterUnavailable when the page does "
+	  "not allow it now, CounterFault if the read faults." },
 	{ "info", (PyCFunction)perfpage_info, METH_NOARGS,
 	  "info() -> dict\n--\n\nA consistent snapshot of the page's fields "
 	  "(index, cap_user_rdpmc, pmc_width, time_mult, ...)." },
@@ -652,8 +671,8 @@ static PyMethodDef driverspan_methods[] = {
 	  "stop() -> None\n--\n\nRead cycles then instructions. CounterFault if "
 	  "access is off." },
 	{ "values", (PyCFunction)driverspan_values, METH_NOARGS,
-	  "values() -> (c0, c1, i0, i1)\n--\n\nThe raw reads (i0, i1 are 0 "
-	  "without instructions)." },
+	  "values() -> tuple\n--\n\nThe raw reads (c0, c1, i0, i1); i0, i1 are "
+	  "0 without instructions." },
 	{ "info", (PyCFunction)driverspan_info, METH_NOARGS,
 	  "info() -> dict\n--\n\ncpu, cycle_index and insn_index (the "
 	  "counters read; -1 none), generation_before and generation_after "
@@ -677,6 +696,9 @@ static PyMethodDef native_methods[] = {
 	{ "tsc", native_tsc, METH_NOARGS,
 	  "tsc() -> int\n--\n\nThe time-stamp counter (x86 RDTSC) or generic "
 	  "timer (arm64 CNTVCT_EL0), unordered." },
+	{ "guarded_tsc", native_guarded_tsc, METH_NOARGS,
+	  "guarded_tsc() -> int\n--\n\nAs tsc(), but CounterFault instead of "
+	  "a signal where the timer cannot be read from user space." },
 	{ "tsc_ordered", native_tsc_ordered, METH_NOARGS,
 	  "tsc_ordered() -> int\n--\n\nAs tsc(), after earlier instructions "
 	  "complete (RDTSCP; isb + CNTVCT_EL0)." },
@@ -717,8 +739,8 @@ static PyMethodDef native_methods[] = {
 	{ "current_cpu", native_current_cpu, METH_NOARGS,
 	  "current_cpu() -> int\n--\n\nsched_getcpu()." },
 	{ "cpuid", native_cpuid, METH_VARARGS,
-	  "cpuid(leaf, subleaf=0) -> (eax, ebx, ecx, edx)\n--\n\nx86 only; "
-	  "NotImplementedError elsewhere." },
+	  "cpuid(leaf, subleaf=0, /) -> tuple\n--\n\n(eax, ebx, ecx, edx); x86 "
+	  "only, NotImplementedError elsewhere." },
 	{ "known_loop", native_known_loop, METH_O,
 	  "known_loop(n) -> None\n--\n\nRun a loop of exactly two instructions "
 	  "n times (n >= 1): x86-64 'sub $1,%reg; jnz', arm64 'subs xN,xN,#1; "
@@ -729,8 +751,9 @@ static PyMethodDef native_methods[] = {
 	{ "perf_open", (PyCFunction)(void (*)(void))native_perf_open,
 	  METH_VARARGS | METH_KEYWORDS,
 	  "perf_open(type, config, config1=0, exclude_kernel=True, "
-	  "exclude_hv=True, pid=0, cpu=-1) -> int\n--\n\nperf_event_open(2) "
-	  "with O_CLOEXEC; OSError with the kernel's errno on failure." },
+	  "exclude_hv=True, pid=0, cpu=-1, group_fd=-1, read_format=0) -> int"
+	  "\n--\n\nperf_event_open(2) with O_CLOEXEC; OSError with the "
+	  "kernel's errno on failure." },
 	{ NULL }
 };
 
@@ -744,7 +767,7 @@ static struct PyModuleDef native_module = {
 
 PyMODINIT_FUNC PyInit__native(void)
 {
-	PyObject *m;
+	PyObject *m, *errors;
 
 	if (PyType_Ready(&PerfPageType) < 0 ||
 	    PyType_Ready(&DriverSpanType) < 0)
@@ -752,12 +775,19 @@ PyMODINIT_FUNC PyInit__native(void)
 	m = PyModule_Create(&native_module);
 	if (!m)
 		return NULL;
-	CounterFault = PyErr_NewExceptionWithDoc(
-		"simple_pmu._native.CounterFault",
-		"A guarded counter read faulted: user access is off on this CPU.",
-		PyExc_OSError, NULL);
-	if (!CounterFault || PyModule_AddObjectRef(m, "CounterFault",
-						   CounterFault) < 0) {
+	errors = PyImport_ImportModule("simple_pmu.errors");
+	if (!errors) {
+		Py_DECREF(m);
+		return NULL;
+	}
+	CounterFault = PyObject_GetAttrString(errors, "CounterFault");
+	CounterUnavailable = PyObject_GetAttrString(errors,
+						    "CounterUnavailable");
+	Py_DECREF(errors);
+	if (!CounterFault || !CounterUnavailable ||
+	    PyModule_AddObjectRef(m, "CounterFault", CounterFault) < 0 ||
+	    PyModule_AddObjectRef(m, "CounterUnavailable",
+				  CounterUnavailable) < 0) {
 		Py_DECREF(m);
 		return NULL;
 	}

@@ -1,8 +1,10 @@
 """Try something that may fault (RDPMC, mrs of a PMU register) in a forked child.
 
-A counter read where user access is off kills the process with SIGSEGV (x86) or
-SIGILL (arm64); no Python code can catch that. The child runs the call and sends its
-result back through a pipe; the parent reads the wait status, so only the child dies.
+probe() reads in-process through the extension's guarded reads; this is its fallback
+where a fault cannot be caught in-process (the calling thread blocks SIGSEGV/SIGILL:
+the kernel then kills the process whatever its handler; see probe._in_process_safe).
+The child runs the call and sends its result back through a pipe; the parent reads the
+wait status, so only the child dies.
 """
 
 from __future__ import annotations
@@ -56,14 +58,15 @@ def run_in_child(call: Callable[[], object], timeout: float = DEFAULT_TIMEOUT_S)
             os._exit(status)
     os.close(wfd)
     try:
-        status = _wait(pid, timeout)
+        waited = _wait(pid, timeout)
         with os.fdopen(rfd, "rb") as pipe:
             data = pipe.read()
     except BaseException:
         _reap(pid)
         raise
-    if status is None:
+    if waited is None:
         return ChildResult(False, error=f"did not finish within {timeout:g} s (killed)")
+    status = waited
     if os.WIFSIGNALED(status):
         return ChildResult(False, signal=signal.Signals(os.WTERMSIG(status)).name)
     message = json.loads(data) if data else {}

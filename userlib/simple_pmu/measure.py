@@ -14,8 +14,14 @@ Backend: the best usable one from probe(), in this order (see probe.py):
               so: measure again. Deltas are taken modulo the counter's width: 64 bits for
               PMCCNTR_EL0 (index 31), the driver's event_width for an event counter
   perf-rdpmc  perf self-monitoring; perf keeps per-task counts, no pinning
-  perf-read   one read(2) per counter
+  perf-read   one read(2) of the {cycles, instructions} perf group at each end
   none        cycles and instructions are None and m.reason says why
+What the counts cover is in the result: m.scope "cpu" (the driver: everything that ran
+on that CPU, every task) or "thread" (perf: this thread only), m.rings ("user",
+"kernel"; None where the driver does not say), and for perf m.running_ratio, the
+group's time_running / time_enabled over the block: below 1.0 the PMU was shared
+(multiplexed) and the counts, given unscaled, cover only that part (m.notes says so);
+0 time running: counts None and m.reason says why.
 With the driver, a read that faults (arm64: perf used the PMU on this CPU less than
 2 * recheck_ms ago) raises no signal: the extension turns it into CounterFault. At the
 start of the block measure() then retries for up to 2 * recheck_ms + 0.1 s (then raises
@@ -32,32 +38,28 @@ import functools
 import os
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import TypeVar
 
-from simple_pmu import reasons, sysinfo
+from simple_pmu import perf, reasons, sysinfo
+from simple_pmu.errors import CounterFault, CounterUnavailable, UsageError
 from simple_pmu.native import native
-from simple_pmu.perf import SelfMonitor, open_event, read_count
+from simple_pmu.perf import GroupReading, PerfGroup, SelfMonitor
 from simple_pmu.probe import (
     COUNTER_BACKENDS,
     DEFAULT_RECHECK_MS,
     RETRY_MARGIN_S,
     RETRY_PAUSE_S,
+    Backend,
     Report,
+    driver_rings,
     probe,
 )
 from simple_pmu.sysinfo import counter_width, read_int
 
 COUNTER_BITS = 64  # what a counter value is read as: deltas are modulo this at most
-# What a guarded driver read raises where user access is off (the extension's exception).
-CounterFault: type[OSError] = native.CounterFault if native is not None else OSError
-
 
 _T = TypeVar("_T")
-
-
-class CounterUnavailable(RuntimeError):
-    """The requested counter backend cannot be used here; str() says why."""
 
 
 @dataclass
@@ -66,14 +68,34 @@ class Measurement:
     cycles: int | None = None
     instructions: int | None = None
     time_ns: int | None = None  # set when the block exits
-    reason: str = ""  # why cycles or instructions are None
+    reason: str = ""  # why cycles or instructions are None (a reasons.Reason: .code)
     cpu: int | None = None  # the CPU the block was pinned to (driver backend)
     generation: int | None = None  # driver: the CPU's generation the counts belong to
+    scope: str | None = None  # "cpu": every task on that CPU (driver); "thread": perf
+    rings: tuple[str, ...] | None = None  # "user", "kernel"; None: not known
+    time_enabled_ns: int | None = None  # perf: the group's times over the block
+    time_running_ns: int | None = None
+    running_ratio: float | None = None  # time_running / time_enabled; None: not perf
+    notes: tuple[str, ...] = ()  # e.g. the group was multiplexed
+
+    def to_dict(self) -> dict[str, object]:
+        data = asdict(self)
+        data["reason"] = (reasons.as_reason(self.reason).to_dict() if self.reason
+                          else None)
+        data["notes"] = [reasons.as_reason(n).to_dict() for n in self.notes]
+        data["rings"] = None if self.rings is None else list(self.rings)
+        return data
 
 
 def wrap_delta(first: int, second: int, width: int = COUNTER_BITS) -> int:
-    """second - first for a counter width bits wide that may have wrapped (once)."""
-    return (second - first) % (1 << width)
+    """second - first for a counter width bits wide that may have wrapped (once).
+
+    Both values are taken modulo 2^width first: a raw read of a narrower counter may
+    carry bits above its width (perf's sign extension on x86), and they mean nothing."""
+    if not 1 <= width <= COUNTER_BITS:
+        raise UsageError(f"counter width {width} is outside 1..{COUNTER_BITS}")
+    mask = (1 << width) - 1
+    return ((second & mask) - (first & mask)) & mask
 
 
 @dataclass
@@ -90,6 +112,9 @@ class Reader:
     retry_s: float = 0.0  # how long a faulting first read is retried
     event_width: int | None = None  # arm64 driver: sysfs event_width
     generation: Callable[[], int] | None = None  # driver: this CPU's generation
+    group: PerfGroup | None = None  # perf: read(2) gives both counts and the group's times
+    scope: str | None = None  # see Measurement
+    rings: tuple[str, ...] | None = None
     _close: list[Callable[[], None]] = field(default_factory=list)
 
     def delta(self, counter: str, first: int, second: int) -> int:
@@ -134,49 +159,70 @@ def open_reader(report: Report, backend: str | None = None) -> Reader:
     if backend is None:
         best = report.best("cycles")
         if best is None:
-            return Reader(None, reason="no counter backend usable: " + report.unusable_summary())
+            return Reader(None, reason=report.no_backend())
         backend = best.name
     if backend not in COUNTER_BACKENDS:
-        raise ValueError(f"unknown backend {backend!r}; choose from {', '.join(COUNTER_BACKENDS)}")
+        raise UsageError(reasons.UNKNOWN_BACKEND.format(
+            backend=backend, choices=", ".join(COUNTER_BACKENDS)))
     status = report.get(backend)
     if not status.usable:
-        raise CounterUnavailable(f"{backend}: {status.reason}")
+        raise _unavailable(backend, status.reason, status.reasons)
     assert native is not None
     # Only notes about a missing counter explain a None count (not e.g. a wait in probe).
     missing = "; ".join(n for n in status.notes if n.startswith("no instructions"))
+    missing_reason = reasons.as_reason(missing, reasons.PERF_NO_INSN.code) if missing else ""
     if backend == "driver":
-        recheck = status.facts.get("recheck_ms", DEFAULT_RECHECK_MS)
-        recheck_ms = recheck if isinstance(recheck, int) else DEFAULT_RECHECK_MS
-        reader = Reader("driver", native.driver_cycles, pin=True, reason=missing,
-                        cpus=status.cpus, retry_s=2 * recheck_ms / 1000 + RETRY_MARGIN_S,
-                        generation=native.driver_generation)
-        if "instructions" in status.counters:
-            reader.instructions = native.driver_instructions
-        if native.ARCH == "x86_64" and report.cpu.perfmon:
-            width = report.cpu.perfmon.fixed_width
-            reader.widths = {"cycles": width, "instructions": width}
-        elif native.ARCH == "aarch64":
-            if not sysinfo.SYSFS_DIR.is_dir():  # unloaded since the probe
-                problem = reasons.DRIVER_NOT_LOADED.format(path=sysinfo.SYSFS_DIR)
-                raise CounterUnavailable(f"driver: {problem}")
-            # Per CPU: 64 for PMCCNTR_EL0, else what the driver says its counters are.
-            path = sysinfo.SYSFS_DIR / "event_width"
-            width = read_int(path)
-            if width not in (32, 64):
-                problem = reasons.DRIVER_MALFORMED.format(path=path, value=width)
-                raise CounterUnavailable(f"driver: {problem}")
-            reader.event_width = width
-        return reader
-    reader = Reader(backend, reason=missing)
-    for counter in status.counters:
+        return _driver_reader(report, status, missing_reason)
+    reader = Reader(backend, reason=missing_reason, scope=perf.SCOPE, rings=perf.RINGS)
+    group = PerfGroup.open(status.counters, user_access=backend == "perf-rdpmc")
+    reader.group = group
+    reader._close.append(group.close)
+    for counter in group.names:
         if backend == "perf-rdpmc":
-            monitor = SelfMonitor.open(counter)
-            reader._close.append(monitor.close)
-            setattr(reader, counter, monitor.page.read)
+            monitor = SelfMonitor.on(counter, group.fd(counter))
+            reader._close.insert(0, monitor.close)
+            setattr(reader, counter, monitor.read)
         else:
-            fd = open_event(counter)
-            reader._close.append(functools.partial(os.close, fd))
-            setattr(reader, counter, functools.partial(read_count, fd))
+            setattr(reader, counter, functools.partial(group.count, counter))
+    return reader
+
+
+def _unavailable(backend: str, text: str, why: tuple[str, ...] = ()) -> CounterUnavailable:
+    """CounterUnavailable("backend: why"), coded by the first reason."""
+    first = reasons.as_reason(why[0] if why else text)
+    return CounterUnavailable(reasons.BACKEND_UNUSABLE.format(backend=backend, reason=text),
+                              first.code, why or (first,))
+
+
+def _driver_reader(report: Report, status: Backend, missing: str) -> Reader:
+    assert native is not None
+    recheck = status.facts.get("recheck_ms", DEFAULT_RECHECK_MS)
+    recheck_ms = recheck if isinstance(recheck, int) else DEFAULT_RECHECK_MS
+    reader = Reader("driver", native.driver_cycles, pin=True, reason=missing,
+                    cpus=status.cpus, retry_s=2 * recheck_ms / 1000 + RETRY_MARGIN_S,
+                    generation=native.driver_generation, scope="cpu", rings=status.rings)
+    if "instructions" in status.counters:
+        reader.instructions = native.driver_instructions
+    if native.ARCH == "x86_64" and report.cpu.perfmon:
+        # The driver reads fixed counters 0 and 1: CPUID leaf 0xA EDX[12:5] bits wide.
+        width = report.cpu.perfmon.fixed_width
+        if not 1 <= width <= COUNTER_BITS:
+            problem = reasons.DRIVER_MALFORMED.format(path="CPUID leaf 0xA EDX[12:5]",
+                                                      value=width)
+            raise _unavailable("driver", problem)
+        reader.widths = {"cycles": width, "instructions": width}
+    elif native.ARCH == "aarch64":
+        if not sysinfo.SYSFS_DIR.is_dir():  # unloaded since the probe
+            raise _unavailable("driver",
+                               reasons.DRIVER_NOT_LOADED.format(path=sysinfo.SYSFS_DIR))
+        # Per CPU: 64 for PMCCNTR_EL0, else what the driver says its counters are.
+        path = sysinfo.SYSFS_DIR / "event_width"
+        event_width = read_int(path)
+        if event_width not in (32, 64):
+            raise _unavailable("driver", reasons.DRIVER_MALFORMED.format(path=path,
+                                                                         value=event_width))
+        reader.event_width = event_width
+        reader.rings = driver_rings(sysinfo.driver_attrs())
     return reader
 
 
@@ -247,7 +293,7 @@ def _retrying(reader: Reader, call: Callable[[], _T]) -> _T:
             return call()
         except CounterFault as exc:
             if time.monotonic() >= deadline:
-                raise CounterUnavailable(f"{reader.backend}: {exc}") from None
+                raise CounterUnavailable(f"{reader.backend}: {exc}", exc.code) from None
             time.sleep(RETRY_PAUSE_S)
 
 
@@ -286,7 +332,9 @@ class measure:  # noqa: N801 - used as a function: with measure() as m
                 report = _default_report()
             reader = open_reader(report, backend)
         self.reader = reader
-        self.result = result = Measurement(reader.backend, reason=reader.reason)
+        self.result = result = Measurement(reader.backend, reason=reader.reason,
+                                           scope=reader.scope, rings=reader.rings)
+        self.g0: GroupReading | None = None
         # The driver: all four reads in C, no Python object made between first and last.
         self.span = span = (native.DriverSpan(reader.instructions is not None)
                             if reader.backend == "driver" and native is not None else None)
@@ -296,6 +344,14 @@ class measure:  # noqa: N801 - used as a function: with measure() as m
             result.cpu = self.pinned.__enter__().cpu
             if span is None:
                 self.t0 = time.perf_counter_ns()
+                if reader.group is not None and reader.backend == "perf-read":
+                    # One read(2): both counts and the group's times together.
+                    self.g0 = g0 = reader.group.read()
+                    self.i0 = g0.counts.get("instructions", 0)
+                    self.c0 = g0.counts.get("cycles", 0)
+                    return result
+                if reader.group is not None:  # perf-rdpmc: the times just outside
+                    self.g0 = reader.group.read()
                 self.i0, self.c0 = first_read(reader)
                 return result
             self.t0 = time.perf_counter_ns()
@@ -315,7 +371,7 @@ class measure:  # noqa: N801 - used as a function: with measure() as m
             try:
                 span.stop()
             except CounterFault as err:
-                self._finish(str(err), 0, 0)
+                self._finish(reasons.as_reason(str(err), err.code), 0, 0)
                 return
             self._finish("", 0, 0)
             return
@@ -326,14 +382,21 @@ class measure:  # noqa: N801 - used as a function: with measure() as m
         assert reader is not None
         fault = ""
         c1 = i1 = 0
+        group, g1 = reader.group, None
         try:
-            c1 = reader.cycles() if reader.cycles else 0
-            i1 = reader.instructions() if reader.instructions else 0
+            if group is not None and reader.backend == "perf-read":
+                g1 = group.read()
+                c1, i1 = g1.counts.get("cycles", 0), g1.counts.get("instructions", 0)
+            else:
+                c1 = reader.cycles() if reader.cycles else 0
+                i1 = reader.instructions() if reader.instructions else 0
+                if group is not None:
+                    g1 = group.read()
         except CounterFault as err:  # access withdrawn during the block
-            fault = str(err)
-        self._finish(fault, c1, i1)
+            fault = reasons.as_reason(str(err), err.code)
+        self._finish(fault, c1, i1, g1)
 
-    def _finish(self, fault: str, c1: int, i1: int) -> None:
+    def _finish(self, fault: str, c1: int, i1: int, g1: GroupReading | None = None) -> None:
         span, reader, result = self.span, self.reader, self.result
         assert reader is not None
         t1 = time.perf_counter_ns()
@@ -341,6 +404,8 @@ class measure:  # noqa: N801 - used as a function: with measure() as m
         result.time_ns = t1 - self.t0
         if fault:
             result.reason = fault
+            return
+        if self.g0 is not None and g1 is not None and not self._group_times(self.g0, g1):
             return
         c0, i0 = self.c0, self.i0
         widths = reader.widths
@@ -359,7 +424,23 @@ class measure:  # noqa: N801 - used as a function: with measure() as m
         if reader.instructions:
             result.instructions = wrap_delta(i0, i1, widths.get("instructions", COUNTER_BITS))
         elif not result.reason:
-            result.reason = "no instructions counter"
+            result.reason = reasons.NO_INSN_COUNTER.format()
+
+    def _group_times(self, g0: GroupReading, g1: GroupReading) -> bool:
+        """The perf group's times over the block into the result; False (counts None,
+        reason set) if the group never ran."""
+        result = self.result
+        enabled = g1.time_enabled - g0.time_enabled
+        running = g1.time_running - g0.time_running
+        result.time_enabled_ns, result.time_running_ns = enabled, running
+        result.running_ratio = perf.interval_ratio(g0, g1)
+        if running <= 0:
+            result.reason = reasons.PERF_NOT_SCHEDULED.format(enabled=enabled)
+            return False
+        if running < enabled:
+            result.notes += (reasons.PERF_MULTIPLEXED.format(
+                percent=100 * running / enabled, running=running, enabled=enabled),)
+        return True
 
     def _close(self) -> None:
         self.pinned.__exit__()

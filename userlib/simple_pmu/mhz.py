@@ -27,7 +27,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from simple_pmu.native import native
+from simple_pmu.errors import CounterUnavailable, UsageError
+from simple_pmu.native import native, native_error
 
 if TYPE_CHECKING:
     from simple_pmu.measure import Reader
@@ -104,7 +105,7 @@ def _fastest(count: int, length: int, clock: Callable[[], int],
         same = not generation or generation() == g0
         counted = None
         if cycles and same:
-            counted = delta(c0, c1) if delta else c1 - c0
+            counted = delta(c0, c1) if delta else (c1 - c0) % 2**64
         if best is None or t1 - t0 < best.ns:
             best = _Sample(t1 - t0, w1 - w0, k1 - k0, counted if cycles else None)
     assert best is not None
@@ -156,9 +157,9 @@ def measure_mhz(runs: int = 1, clock: str = "cpu", use_cycle_counter: bool = Tru
     """runs measurements after one calibration; the cycle counter beside if there is one
     (pinned to one CPU while it is read: the driver's counters are per CPU)."""
     if native is None:
-        raise RuntimeError("mhz needs simple_pmu._native (the XOR loop is in C)")
+        raise CounterUnavailable(native_error, "no_native")  # the XOR loop is in C
     if runs < 1:
-        raise ValueError("runs must be at least 1")
+        raise UsageError(f"runs must be at least 1, not {runs}")
     read_clock = CLOCKS[clock]
     reader: Reader | None = None
     cycles, backend, reason = None, None, "cycle counter not requested"

@@ -1,7 +1,14 @@
-"""perf_event_open() events for self-monitoring: open, read(2), and the mmap page.
+"""perf_event_open() events for self-monitoring: one group, read(2), and the mmap pages.
 
-Counting this task only, user space only (exclude_kernel, exclude_hv): what an
+Counting this thread only, user space only (exclude_kernel, exclude_hv): what an
 unprivileged process may do at perf_event_paranoid <= 2.
+
+cycles and instructions are opened as one group, cycles the leader, as `perf stat`
+does with {cycles,instructions}: the kernel puts both on the PMU together or neither, and
+one read(2) of the leader returns both counts with the group's time_enabled and
+time_running (read_format TOTAL_TIME_ENABLED | TOTAL_TIME_RUNNING | GROUP). When the PMU
+is shared the group is multiplexed: time_running < time_enabled, and the counts cover
+only time_running. They are given unscaled, with the ratio beside them.
 """
 
 from __future__ import annotations
@@ -9,55 +16,157 @@ from __future__ import annotations
 import errno
 import os
 import struct
-from dataclasses import dataclass
-from typing import Any
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from simple_pmu import reasons
-from simple_pmu.native import native
+from simple_pmu.errors import CounterUnavailable, PerfError
+from simple_pmu.native import native, native_error
 from simple_pmu.sysinfo import PARANOID, read_int
 
+if TYPE_CHECKING:
+    from simple_pmu._native import PerfPage
+
 PERF_TYPE_HARDWARE = 0
+PERF_TYPE_SOFTWARE = 1
 PERF_COUNT_HW_CPU_CYCLES = 0
 PERF_COUNT_HW_INSTRUCTIONS = 1
+
+PERF_FORMAT_TOTAL_TIME_ENABLED = 1 << 0
+PERF_FORMAT_TOTAL_TIME_RUNNING = 1 << 1
+PERF_FORMAT_GROUP = 1 << 3
+GROUP_READ_FORMAT = (PERF_FORMAT_TOTAL_TIME_ENABLED | PERF_FORMAT_TOTAL_TIME_RUNNING
+                     | PERF_FORMAT_GROUP)
 
 # arm64 PMUv3 config1 bit 1 ("rdpmc" format): ask for EL0 access to the counter.
 ARM64_CONFIG1_USER_ACCESS = 1 << 1
 
-EVENTS = {
+# What perf backends count: this thread (wherever it runs), user space only.
+SCOPE = "thread"
+RINGS = ("user",)
+
+EventSpec = tuple[int, int]  # (perf type, config)
+EVENTS: dict[str, EventSpec] = {
     "cycles": (PERF_TYPE_HARDWARE, PERF_COUNT_HW_CPU_CYCLES),
     "instructions": (PERF_TYPE_HARDWARE, PERF_COUNT_HW_INSTRUCTIONS),
 }
 
 
-class PerfError(OSError):
-    """perf_event_open() failed; str() is the precise reason."""
-
-    def __init__(self, event: str, err: int) -> None:
-        super().__init__(err, os.strerror(err))
-        self.event = event
-        self.reason = reasons.PERF_OPEN_FAILED.format(
-            event=event, errname=reasons.errno_name(err),
-            meaning=reasons.perf_errno_meaning(err, read_int(PARANOID)))
-
-    def __str__(self) -> str:
-        return self.reason
+def perf_error(event: str, err: int) -> PerfError:
+    reason = reasons.PERF_OPEN_FAILED.format(
+        event=event, errname=reasons.errno_name(err),
+        meaning=reasons.perf_errno_meaning(err, read_int(PARANOID)))
+    return PerfError(event, err, reason)
 
 
-def open_event(name: str, *, user_access: bool = False) -> int:
-    """Open a cycles or instructions event on this task; PerfError on failure."""
+def open_event(name: str, *, user_access: bool = False, group_fd: int = -1,
+               read_format: int = 0, spec: EventSpec | None = None) -> int:
+    """Open a cycles or instructions event (or spec) on this thread; PerfError on failure."""
     if native is None:
-        raise RuntimeError(reasons.NO_NATIVE.format(error="perf_open needs it"))
-    ptype, config = EVENTS[name]
+        raise CounterUnavailable(native_error, reasons.NO_NATIVE.code)
+    ptype, config = EVENTS[name] if spec is None else spec
     config1 = ARM64_CONFIG1_USER_ACCESS if user_access and native.ARCH == "aarch64" else 0
     try:
-        return native.perf_open(ptype, config, config1=config1)
+        return native.perf_open(ptype, config, config1=config1, group_fd=group_fd,
+                                read_format=read_format)
     except OSError as exc:
-        raise PerfError(name, exc.errno or errno.EIO) from None
+        raise perf_error(name, exc.errno or errno.EIO) from None
 
 
 def read_count(fd: int) -> int:
     """The event's count through read(2) (read_format 0: one u64)."""
-    return struct.unpack("=Q", os.read(fd, 8))[0]
+    value: int = struct.unpack("=Q", os.read(fd, 8))[0]
+    return value
+
+
+@dataclass(frozen=True)
+class GroupReading:
+    """One read(2) of a group leader: every member's count and the group's times."""
+
+    counts: dict[str, int]
+    time_enabled: int  # ns the group was enabled
+    time_running: int  # ns it was on the PMU
+
+    @property
+    def ratio(self) -> float | None:
+        """time_running / time_enabled since the group was opened (None before it ran)."""
+        return self.time_running / self.time_enabled if self.time_enabled else None
+
+
+def parse_group_read(data: bytes, names: tuple[str, ...]) -> GroupReading:
+    """Decode read_format GROUP | TOTAL_TIME_ENABLED | TOTAL_TIME_RUNNING:
+    u64 nr, u64 time_enabled, u64 time_running, u64 value[nr]."""
+    if len(data) < 24:
+        raise _malformed(f"{len(data)} bytes, want at least 24")
+    nr, enabled, running = struct.unpack_from("=QQQ", data)
+    if nr != len(names) or len(data) != 24 + 8 * nr:
+        raise _malformed(f"{nr} values in {len(data)} bytes, want {len(names)} values in "
+                         f"{24 + 8 * len(names)}")
+    values = struct.unpack_from(f"={nr}Q", data, 24)
+    return GroupReading(dict(zip(names, values, strict=True)), enabled, running)
+
+
+def _malformed(detail: str) -> CounterUnavailable:
+    reason = reasons.PERF_READ_MALFORMED.format(detail=detail)
+    return CounterUnavailable(reason, reason.code, (reason,))
+
+
+def interval_ratio(first: GroupReading, second: GroupReading) -> float | None:
+    """time_running / time_enabled between two readings (None if no time passed)."""
+    enabled = second.time_enabled - first.time_enabled
+    return (second.time_running - first.time_running) / enabled if enabled > 0 else None
+
+
+@dataclass
+class PerfGroup:
+    """cycles (the leader) and the other events that could join, as one perf group.
+
+    problems: each event that could not be opened in the group, with why."""
+
+    names: tuple[str, ...]
+    fds: tuple[int, ...]
+    problems: dict[str, reasons.Reason] = field(default_factory=dict)
+
+    @classmethod
+    def open(cls, names: Iterable[str] = ("cycles", "instructions"), *,
+             user_access: bool = False, specs: dict[str, EventSpec] | None = None
+             ) -> PerfGroup:
+        """Open the first name as leader (PerfError if it fails), the others in its group."""
+        specs = EVENTS if specs is None else specs
+        leader, *members = names
+        lfd = open_event(leader, user_access=user_access, read_format=GROUP_READ_FORMAT,
+                         spec=specs[leader])
+        opened, fds = [leader], [lfd]
+        problems: dict[str, reasons.Reason] = {}
+        for name in members:
+            try:
+                fds.append(open_event(name, user_access=user_access, group_fd=lfd,
+                                      read_format=GROUP_READ_FORMAT, spec=specs[name]))
+            except PerfError as exc:
+                problems[name] = reasons.as_reason(exc.reason)
+                continue
+            opened.append(name)
+        return cls(tuple(opened), tuple(fds), problems)
+
+    @property
+    def leader(self) -> int:
+        return self.fds[0]
+
+    def fd(self, name: str) -> int:
+        return self.fds[self.names.index(name)]
+
+    def read(self) -> GroupReading:
+        """Every count and the group's times in one read(2) of the leader."""
+        return parse_group_read(os.read(self.leader, 24 + 8 * len(self.fds)), self.names)
+
+    def count(self, name: str) -> int:
+        return self.read().counts[name]
+
+    def close(self) -> None:
+        for fd in reversed(self.fds):
+            os.close(fd)
+        self.fds = ()
 
 
 @dataclass
@@ -66,24 +175,34 @@ class SelfMonitor:
 
     event: str
     fd: int
-    page: Any  # native.PerfPage
+    page: PerfPage
+    owns_fd: bool = True
 
     @classmethod
     def open(cls, name: str) -> SelfMonitor:
-        assert native is not None
-        fd = open_event(name, user_access=True)
+        """A single event of its own (no group)."""
+        return cls.on(name, open_event(name, user_access=True), owns_fd=True)
+
+    @classmethod
+    def on(cls, name: str, fd: int, owns_fd: bool = False) -> SelfMonitor:
+        """The mmap page of an open event (e.g. a PerfGroup member)."""
+        if native is None:
+            raise CounterUnavailable(native_error, reasons.NO_NATIVE.code)
         try:
             page = native.PerfPage(fd)
         except OSError:
-            os.close(fd)
+            if owns_fd:
+                os.close(fd)
             raise
-        return cls(name, fd, page)
+        return cls(name, fd, page, owns_fd)
+
+    def read(self) -> int:
+        return self.page.read()
 
     def info(self) -> dict[str, int]:
-        info: dict[str, int] = self.page.info()
-        return info
+        return self.page.info()
 
-    def problem(self) -> str | None:
+    def problem(self) -> reasons.Reason | None:
         """Why user-space reads would not work now, None if they would."""
         info = self.info()
         if not info["cap_user_rdpmc"]:
@@ -94,4 +213,5 @@ class SelfMonitor:
 
     def close(self) -> None:
         self.page.close()
-        os.close(self.fd)
+        if self.owns_fd:
+            os.close(self.fd)

@@ -8,8 +8,13 @@ Backends, best first:
   perf-read   perf_event_open() and read(2): one system call per reading
   timer       the time-stamp counter (x86) / generic timer (arm64): time, not cycles
 
-Every instruction that can fault is first tried in a forked child (simple_pmu.child):
-probing never kills the caller.
+Every read that can fault (RDPMC, mrs of a PMU register, even the timer) is tried
+in-process through the extension's guarded reads, which turn SIGSEGV/SIGILL into
+CounterFault: the thread is pinned to each allowed CPU in turn (sched_setaffinity),
+reads, and gets its affinity back. Probing forks no child and never kills the caller,
+so a multi-threaded caller is safe (no fork-with-threads DeprecationWarning). Only where
+a fault could not be caught in-process, see _in_process_safe(), is the read tried in a
+forked child instead (simple_pmu.child).
 
 Order (arm64): any perf event that runs on a CPU makes the kernel's arm_pmu driver
 withdraw EL0 counter access there (PMUSERENR_EL0 = 0); the simple-pmu module puts it back
@@ -23,16 +28,20 @@ cpuN/event_index is -1) is not tried: the driver keeps user access closed there.
 
 from __future__ import annotations
 
+import errno
 import os
+import signal
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 
-from simple_pmu import reasons, sysinfo
+from simple_pmu import perf, reasons, sysinfo
 from simple_pmu.child import ChildResult, run_in_child
+from simple_pmu.errors import CounterFault, CounterUnavailable, PerfError
 from simple_pmu.native import native, native_error
-from simple_pmu.perf import PerfError, SelfMonitor, open_event, read_count
+from simple_pmu.perf import PerfGroup, SelfMonitor
+from simple_pmu.reasons import Reason
 from simple_pmu.sysinfo import (
     EVENT_SOURCE,
     NO_INDEX,
@@ -57,6 +66,8 @@ INST_RETIRED = 0x08
 DEFAULT_RECHECK_MS = 100  # the module's default period (sysfs recheck_ms)
 RETRY_MARGIN_S = 0.1  # beyond the documented 2 * recheck_ms
 RETRY_PAUSE_S = 0.01
+# What the driver counts (sysfs ring, arm64): bit 0 kernel, bit 1 user.
+RING_BITS = (("user", 2), ("kernel", 1))
 
 
 @dataclass(frozen=True)
@@ -64,15 +75,33 @@ class Backend:
     name: str
     description: str
     usable: bool
-    reasons: tuple[str, ...] = ()  # why it is not usable, most basic first
-    notes: tuple[str, ...] = ()  # limits of a usable backend, or context
+    reasons: tuple[Reason, ...] = ()  # why it is not usable, most basic first
+    notes: tuple[Reason, ...] = ()  # limits of a usable backend, or context
     counters: tuple[str, ...] = ()  # what it reads when usable
-    facts: dict[str, object] = field(default_factory=dict)
+    facts: dict[str, object] = field(default_factory=dict)  # docs/simple-pmu.1 FACTS
     cpus: tuple[int, ...] = ()  # driver: the CPUs where a trial read just worked
+    scope: str | None = None  # what a count covers: "cpu" (every task), "thread"; None: time
+    rings: tuple[str, ...] | None = None  # "user", "kernel"; None: unknown or not counted
 
     @property
     def reason(self) -> str:
         return "; ".join(self.reasons)
+
+    def to_dict(self) -> dict[str, object]:
+        """The JSON form (docs/simple-pmu.1 JSON OUTPUT; schema/simple-pmu.schema.json)."""
+        return {
+            "name": self.name,
+            "description": self.description,
+            "usable": self.usable,
+            "counters": list(self.counters),
+            "scope": self.scope,
+            "rings": None if self.rings is None else list(self.rings),
+            "cpus": list(self.cpus),
+            "reasons": [reasons.as_reason(r).to_dict() for r in self.reasons],
+            "reason": self.reason,
+            "notes": [reasons.as_reason(n).to_dict() for n in self.notes],
+            "facts": dict(self.facts),
+        }
 
 
 @dataclass(frozen=True)
@@ -99,11 +128,24 @@ class Report:
         return "; ".join(f"{b.name}: {b.reason}" for b in self.backends
                          if b.name in COUNTER_BACKENDS and not b.usable)
 
+    def unusable_reasons(self) -> tuple[Reason, ...]:
+        """Every reason of every unusable counter backend."""
+        return tuple(r for b in self.backends if b.name in COUNTER_BACKENDS and not b.usable
+                     for r in b.reasons)
+
+    def no_backend(self) -> Reason:
+        """Why measure() has no counter backend here."""
+        return reasons.NO_COUNTER_BACKEND.format(summary=self.unusable_summary())
+
     def to_dict(self) -> dict[str, object]:
+        best = self.best("cycles")
         return {
             "cpu": self.cpu.to_dict(),
-            "native_error": self.native_error or None,
-            "backends": [dict(asdict(b), reason=b.reason) for b in self.backends],
+            "native_error": (reasons.as_reason(self.native_error, reasons.NO_NATIVE.code)
+                             .to_dict() if self.native_error else None),
+            "measure": {"backend": best.name if best else None,
+                        "reason": None if best else self.no_backend().to_dict()},
+            "backends": [b.to_dict() for b in self.backends],
         }
 
 
@@ -122,10 +164,47 @@ def _pinned(cpu: int, call: Callable[[], object]) -> Callable[[], object]:
     return run
 
 
-def _two_reads(read: Callable[[], int]) -> Callable[[], object]:
-    """Read, run the known loop, read again: in the child, the reads may fault.
+def _in_process_safe() -> bool:
+    """Whether a faulting trial read can be caught in this process.
 
-    A guarded driver read raises CounterFault instead of dying: reported as the signal.
+    A guarded read catches SIGSEGV/SIGILL with the extension's handler. The kernel
+    delivers a fault it raises even when the signal is blocked, but then with the
+    default action: the process dies. So where this thread blocks SIGSEGV or SIGILL, or
+    the handler cannot be installed, trials run in a forked child as before (the child
+    dies, the caller learns the signal). Nowhere else does probing fork."""
+    if native is None:
+        return False
+    blocked = signal.pthread_sigmask(signal.SIG_BLOCK, [])
+    if signal.SIGSEGV in blocked or signal.SIGILL in blocked:
+        return False
+    try:
+        native.guard()
+    except OSError:
+        return False
+    return True
+
+
+def _run_on(cpu: int, call: Callable[[], object]) -> ChildResult:
+    """call() with this thread pinned to cpu, its affinity restored after; in-process
+    where safe, else in a child (see _in_process_safe)."""
+    if not _in_process_safe():
+        return run_in_child(_pinned(cpu, call))
+    saved = os.sched_getaffinity(0)
+    try:
+        os.sched_setaffinity(0, {cpu})
+        return ChildResult(True, value=call())
+    except CounterFault as exc:
+        return ChildResult(False, signal=exc.signal or "SIGSEGV")
+    except Exception as exc:  # noqa: BLE001 - reported as the trial's failure
+        return ChildResult(False, error=f"{type(exc).__name__}: {exc}")
+    finally:
+        os.sched_setaffinity(0, saved)
+
+
+def _two_reads(read: Callable[[], int]) -> Callable[[], object]:
+    """Read, run the known loop, read again; the reads may fault.
+
+    A guarded read raises CounterFault instead of dying: reported as the signal.
     """
     def run() -> object:
         assert native is not None
@@ -133,14 +212,15 @@ def _two_reads(read: Callable[[], int]) -> Callable[[], object]:
             first = read()
             native.known_loop(SPIN_ITERATIONS)
             return [first, read()]
-        except native.CounterFault as exc:
-            return {"fault": getattr(exc, "signal", "SIGILL")}
+        except CounterFault as exc:
+            return {"fault": exc.signal or "SIGILL"}
     return run
 
 
-def _trial_one(what: str, cpu: int, call: Callable[[], object]) -> tuple[str | None, bool]:
-    """Run call pinned to cpu in a child: (why it failed or None, whether retrying may help)."""
-    result: ChildResult = run_in_child(_pinned(cpu, call))
+def _trial_one(what: str, cpu: int, call: Callable[[], object]
+               ) -> tuple[Reason | None, bool]:
+    """Run call pinned to cpu: (why it failed or None, whether retrying may help)."""
+    result = _run_on(cpu, call)
     if result.signal:
         return reasons.TRIAL_FAULT.format(what=what, cpu=cpu, signal=result.signal), True
     if not result.ok:
@@ -157,8 +237,8 @@ def _trial_one(what: str, cpu: int, call: Callable[[], object]) -> tuple[str | N
     return None, False
 
 
-def _trial(what: str, cpus: list[int], call: Callable[[], object]) -> list[str]:
-    """Run call on each CPU in a child; the reasons it failed (none if it worked)."""
+def _trial(what: str, cpus: list[int], call: Callable[[], object]) -> list[Reason]:
+    """Run call on each CPU; the reasons it failed (none if it worked)."""
     return [problem for cpu in cpus
             if (problem := _trial_one(what, cpu, call)[0]) is not None]
 
@@ -171,7 +251,7 @@ class _Retry:
     started: float
     waited_ms: dict[int, int] = field(default_factory=dict)  # CPU -> ms until it worked
 
-    def run(self, what: str, cpu: int, call: Callable[[], object]) -> str | None:
+    def run(self, what: str, cpu: int, call: Callable[[], object]) -> Reason | None:
         attempts = 0
         while True:
             attempts += 1
@@ -182,7 +262,8 @@ class _Retry:
                 return None
             if not transient or time.monotonic() >= self.deadline:
                 if attempts > 1:
-                    problem += reasons.RETRIED.format(attempts=attempts, ms=self._elapsed_ms())
+                    problem = problem.extended(reasons.RETRIED.format(
+                        attempts=attempts, ms=self._elapsed_ms()))
                 return problem
             time.sleep(RETRY_PAUSE_S)
 
@@ -190,36 +271,37 @@ class _Retry:
         return round((time.monotonic() - self.started) * 1000)
 
 
-def _no_vpmu(cpu: CpuInfo) -> list[str]:
+def _no_vpmu(cpu: CpuInfo) -> list[Reason]:
     if cpu.hypervisor and not cpu_pmus():
         return [reasons.HYPERVISOR_NO_VPMU.format(hypervisor=cpu.hypervisor)]
     return []
 
 
 def probe_driver(cpu: CpuInfo) -> Backend:
-    name, counters = "driver", ("cycles", "instructions")
+    name = "driver"
+    counters: tuple[str, ...] = ("cycles", "instructions")
     description = ("simple-pmu driver: RDPMC of fixed counters" if _is_x86(cpu)
                    else "simple-pmu driver: the cycle and INST_RETIRED counters perf placed"
                    " its events in, per CPU")
     sysfs = sysinfo.SYSFS_DIR
     attrs = driver_attrs(sysfs)
-    facts: dict[str, object] = {"module": "loaded" if sysfs.is_dir() else "not loaded",
-                                "sysfs": str(sysfs)}
+    facts: dict[str, object] = {"module_loaded": sysfs.is_dir(), "sysfs": str(sysfs)}
     facts.update({f"sysfs.{k}": v for k, v in attrs.items() if "\n" not in v})
-    found: list[str] = []
-    notes: list[str] = []
+    found: list[Reason] = []
+    notes: list[Reason] = []
     cpus = _allowed_cpus()
+    rings = driver_rings(attrs)
     if native is None:
-        return Backend(name, description, False, (native_error,), facts=facts)
+        return Backend(name, description, False, (_no_native(),), facts=facts,
+                       scope="cpu", rings=rings)
     if not sysfs.is_dir():
         found.append(reasons.DRIVER_NOT_LOADED.format(path=sysfs))
     if _is_x86(cpu):
         found += _x86_driver_hardware(cpu, facts)
         mode = rdpmc_mode()
-        if mode is not None:
-            facts["rdpmc"] = f"{mode[0]} = {mode[1]}"
-            if sysfs.is_dir() and mode[1] != 2:
-                found.append(reasons.RDPMC_NOT_ALWAYS.format(path=mode[0], value=mode[1]))
+        facts["rdpmc"], facts["rdpmc_path"] = (mode[1], str(mode[0])) if mode else (None, None)
+        if mode is not None and sysfs.is_dir() and mode[1] != 2:
+            found.append(reasons.RDPMC_NOT_ALWAYS.format(path=mode[0], value=mode[1]))
         if attrs.get("rdpmc_fixed", "1").strip() == "0":
             found.append(reasons.DRIVER_FIXED_OFF.format(value=attrs["rdpmc_fixed"]))
     elif sysfs.is_dir():
@@ -234,20 +316,35 @@ def probe_driver(cpu: CpuInfo) -> Backend:
                       for p in placement.cpu_problems]
             cpus = placement.cpus
     if found:
-        return Backend(name, description, False, tuple(found), tuple(notes), facts=facts)
-    return _driver_trials(Backend(name, description, False, (), tuple(notes), counters, facts),
-                          attrs, cpus)
+        return Backend(name, description, False, tuple(found), tuple(notes), facts=facts,
+                       scope="cpu", rings=rings)
+    return _driver_trials(Backend(name, description, False, (), tuple(notes), counters, facts,
+                                  scope="cpu", rings=rings), attrs, cpus)
+
+
+def driver_rings(attrs: dict[str, str]) -> tuple[str, ...] | None:
+    """What the driver's counters count, from its ring attribute (arm64); None where the
+    driver does not say (x86, not loaded, unparsable)."""
+    try:
+        ring = int(attrs["ring"].strip(), 0)
+    except (KeyError, ValueError):
+        return None
+    return tuple(name for name, bit in RING_BITS if ring & bit) or None
+
+
+def _no_native() -> Reason:
+    return reasons.as_reason(native_error, reasons.NO_NATIVE.code)
 
 
 @dataclass
 class Arm64Placement:
     """What the arm64 driver's sysfs says about reading its counters here."""
 
-    found: list[str] = field(default_factory=list)  # the driver is unusable: why
-    notes: list[str] = field(default_factory=list)
+    found: list[Reason] = field(default_factory=list)  # the driver is unusable: why
+    notes: list[Reason] = field(default_factory=list)
     counters: tuple[str, ...] = ("cycles", "instructions")
     cpus: list[int] = field(default_factory=list)  # allowed CPUs whose counters are placed
-    cpu_problems: list[str] = field(default_factory=list)  # why each other allowed CPU is not
+    cpu_problems: list[Reason] = field(default_factory=list)  # why each other allowed CPU is not
 
 
 def arm64_placement(sysfs: Path, attrs: dict[str, str], allowed: list[int],
@@ -292,7 +389,7 @@ def arm64_placement(sysfs: Path, attrs: dict[str, str], allowed: list[int],
 
 
 def _cpu_problem(sysfs: Path, cpu: int, place: CpuPlacement | None,
-                 events: list[int]) -> str | None:
+                 events: list[int]) -> Reason | None:
     """Why the driver's counters cannot be read on cpu, or None."""
     path = sysfs / f"cpu{cpu}"
     if place is None:
@@ -362,7 +459,7 @@ def _driver_trials(backend: Backend, attrs: dict[str, str], cpus: list[int]) -> 
     if "instructions" in backend.counters:
         reads.append(("the instructions counter", _driver_reads(native.driver_instructions)))
     good: list[int] = []
-    failed: list[str] = []
+    failed: list[Reason] = []
     for cpu in cpus:
         problem = None
         for what, call in reads:
@@ -373,11 +470,10 @@ def _driver_trials(backend: Backend, attrs: dict[str, str], cpus: list[int]) -> 
             good.append(cpu)
         else:
             failed.append(problem)
-    facts = dict(backend.facts, recheck_ms=recheck_ms,
-                 verified_cpus=",".join(map(str, good)) or "none")
+    facts = dict(backend.facts, recheck_ms=recheck_ms, verified_cpus=good)
     if not good:
         return Backend(backend.name, backend.description, False, tuple(failed), backend.notes,
-                       facts=facts)
+                       facts=facts, scope=backend.scope, rings=backend.rings)
     notes = list(backend.notes)
     if retry.waited_ms:
         notes.append(reasons.DRIVER_WAITED.format(
@@ -385,22 +481,22 @@ def _driver_trials(backend: Backend, attrs: dict[str, str], cpus: list[int]) -> 
             ms=max(retry.waited_ms.values()), recheck_ms=recheck_ms))
     notes += [reasons.DRIVER_NOT_ON_CPU.format(problem=p) for p in failed]
     return Backend(backend.name, backend.description, True, (), tuple(notes), backend.counters,
-                   facts, tuple(good))
+                   facts, tuple(good), backend.scope, backend.rings)
 
 
-def _x86_driver_hardware(cpu: CpuInfo, facts: dict[str, object]) -> list[str]:
+def _x86_driver_hardware(cpu: CpuInfo, facts: dict[str, object]) -> list[Reason]:
     pm = cpu.perfmon
     if pm is None:
         return []
     facts.update(perfmon_version=pm.version, fixed_counters=pm.num_fixed,
-                 fixed_width=pm.fixed_width)
+                 fixed_width=pm.fixed_width, gp_counters=pm.num_gp, gp_width=pm.gp_width)
     if pm.version == 0:
         found = [reasons.X86_NO_PERFMON.format(vendor=cpu.vendor, version=pm.version)]
         if cpu.vendor == "GenuineIntel" and cpu.hypervisor:
             found.append(reasons.HYPERVISOR_NO_VPMU.format(hypervisor=cpu.hypervisor))
         return found
     if pm.version == 1:
-        return [reasons.X86_PERFMON_V1]
+        return [reasons.X86_PERFMON_V1.format()]
     found = []
     for index, event in ((0, "instructions retired"), (1, "core cycles")):
         if not pm.fixed_mask >> index & 1:
@@ -412,16 +508,81 @@ def _x86_driver_hardware(cpu: CpuInfo, facts: dict[str, object]) -> list[str]:
 
 
 def _perf_facts() -> dict[str, object]:
-    facts: dict[str, object] = {"perf_event_paranoid": read_int(PARANOID),
-                                "cpu_pmus": ",".join(cpu_pmus()) or "none"}
-    return facts
+    return {"perf_event_paranoid": read_int(PARANOID), "cpu_pmus": cpu_pmus()}
 
 
-def _no_pmu_reasons(cpu: CpuInfo) -> list[str]:
+def _no_pmu_reasons(cpu: CpuInfo) -> list[Reason]:
     if cpu_pmus():
         return []
     names = ", ".join(X86_CPU_PMUS) if _is_x86(cpu) else "armv8_*/armv9_* (with a cpus file)"
     return [reasons.NO_CPU_PMU.format(path=EVENT_SOURCE, names=names)]
+
+
+def _perf_backend(name: str, description: str, usable: bool, found: list[Reason],
+                  notes: list[Reason], counters: tuple[str, ...],
+                  facts: dict[str, object]) -> Backend:
+    return Backend(name, description, usable, tuple(found), tuple(notes),
+                   counters if usable else (), facts, scope=perf.SCOPE, rings=perf.RINGS)
+
+
+@dataclass
+class _GroupTrial:
+    """What opening and reading the {cycles, instructions} perf group showed."""
+
+    found: list[Reason] = field(default_factory=list)  # cycles cannot be read: why
+    notes: list[Reason] = field(default_factory=list)
+    counters: tuple[str, ...] = ()
+
+
+def _open_group(cpu: CpuInfo, trial: _GroupTrial, user_access: bool,
+                facts: dict[str, object]) -> PerfGroup | None:
+    """The group, or None with trial.found saying why (ENOENT: and why that is)."""
+    try:
+        group = PerfGroup.open(user_access=user_access)
+    except PerfError as exc:
+        trial.found.append(reasons.as_reason(exc.reason, exc.code))
+        if exc.errno == errno.ENOENT:
+            trial.found += _no_pmu_reasons(cpu) + _no_vpmu(cpu)
+        return None
+    except CounterUnavailable as exc:
+        trial.found.append(reasons.as_reason(str(exc), exc.code))
+        return None
+    facts["group"] = list(group.names)
+    for problem in group.problems.values():
+        trial.notes.append(reasons.PERF_NO_INSN.format(detail=problem))
+    return group
+
+
+def _group_reads(group: PerfGroup, trial: _GroupTrial, facts: dict[str, object],
+                 where: str = "any") -> None:
+    """Two read(2)s of the group around the known loop: which counters advance, whether
+    the group ran (time_running), and the running ratio so far."""
+    assert native is not None
+    try:
+        first = group.read()
+        native.known_loop(SPIN_ITERATIONS)
+        second = group.read()
+    except (OSError, CounterUnavailable) as exc:
+        trial.found.append(reasons.READ_FAILED.format(event=group.names[0], error=exc))
+        return
+    facts["running_ratio"] = second.ratio
+    if second.time_running == first.time_running:
+        trial.found.append(reasons.PERF_NOT_SCHEDULED.format(
+            enabled=second.time_enabled - first.time_enabled))
+        return
+    counters = []
+    for event in group.names:
+        a, b = first.counts[event], second.counts[event]
+        if a != b:
+            counters.append(event)
+            continue
+        problem = reasons.NOT_COUNTING.format(what=f"the perf {event} event", cpu=where,
+                                              first=a, second=b)
+        if event == "cycles":
+            trial.found.append(problem)
+        else:
+            trial.notes.append(reasons.PERF_NO_INSN.format(detail=problem))
+    trial.counters = tuple(counters)
 
 
 def probe_perf_rdpmc(cpu: CpuInfo) -> Backend:
@@ -429,99 +590,87 @@ def probe_perf_rdpmc(cpu: CpuInfo) -> Backend:
     description = ("perf self-monitoring: mmap page + RDPMC" if _is_x86(cpu)
                    else "perf self-monitoring: mmap page + mrs at EL0")
     facts = _perf_facts()
-    if native is None:
-        return Backend(name, description, False, (native_error,), facts=facts)
-    found: list[str] = []
     if _is_x86(cpu):
         mode = rdpmc_mode()
-        facts["rdpmc"] = f"{mode[0]} = {mode[1]}" if mode else "absent"
-        if mode is not None and mode[1] == 0:
-            found.append(reasons.RDPMC_OFF.format(path=mode[0]))
+        facts["rdpmc"], facts["rdpmc_path"] = (mode[1], str(mode[0])) if mode else (None, None)
     else:
-        access = read_int(PERF_USER_ACCESS)
-        facts["perf_user_access"] = access
+        facts["perf_user_access"] = read_int(PERF_USER_ACCESS)
+    if native is None:
+        return _perf_backend(name, description, False, [_no_native()], [], (), facts)
+    trial = _GroupTrial()
+    if _is_x86(cpu):
+        mode = rdpmc_mode()
+        if mode is not None and mode[1] == 0:
+            trial.found.append(reasons.RDPMC_OFF.format(path=mode[0]))
+    else:
+        access = facts["perf_user_access"]
         if access is None:
-            found.append(reasons.PERF_USER_ACCESS_ABSENT.format(path=PERF_USER_ACCESS))
+            trial.found.append(reasons.PERF_USER_ACCESS_ABSENT.format(path=PERF_USER_ACCESS))
         elif access == 0:
-            found.append(reasons.PERF_USER_ACCESS_OFF.format(path=PERF_USER_ACCESS, value=access))
-    counters, notes = _events(_self_monitor_problem, found, cpu)
-    if not found:
-        found += _trial("a perf cycles event", _allowed_cpus(), _self_monitor_reads("cycles"))
-    if found:
-        return Backend(name, description, False, tuple(found), facts=facts)
-    return Backend(name, description, True, (), tuple(notes), tuple(counters), facts)
+            trial.found.append(reasons.PERF_USER_ACCESS_OFF.format(path=PERF_USER_ACCESS,
+                                                                   value=access))
+    group = _open_group(cpu, trial, True, facts)
+    if group is not None:
+        try:
+            _group_reads(group, trial, facts)
+            _rdpmc_pages(group, trial)
+        finally:
+            group.close()
+    if not trial.found:
+        trial.found += _trial("a perf cycles event", _allowed_cpus(),
+                              _self_monitor_reads("cycles"))
+    return _perf_backend(name, description, not trial.found, trial.found, trial.notes,
+                         trial.counters, facts)
 
 
-def _events(problem_of: Callable[[str], str | None], found: list[str],
-            cpu: CpuInfo) -> tuple[list[str], list[str]]:
-    """(counters that work, notes) of a perf backend; a cycles problem goes to `found`
-    (the backend is unusable), an instructions one is only a note. ENOENT: say why."""
-    counters: list[str] = []
-    notes: list[str] = []
-    for event in ("cycles", "instructions"):
-        problem = problem_of(event)
+def _rdpmc_pages(group: PerfGroup, trial: _GroupTrial) -> None:
+    """Whether each counting member's mmap page allows user-space reads now."""
+    counters = []
+    for event in trial.counters:
+        try:
+            monitor = SelfMonitor.on(event, group.fd(event))
+        except OSError as exc:
+            problem: Reason | None = reasons.MMAP_FAILED.format(event=event, error=exc)
+        else:
+            try:
+                problem = monitor.problem()
+            finally:
+                monitor.close()
         if problem is None:
             counters.append(event)
         elif event == "cycles":
-            found.append(problem)
+            trial.found.append(problem)
         else:
-            notes.append(reasons.PERF_NO_INSN.format(detail=problem))
-    if any("ENOENT" in r for r in found):
-        found += _no_pmu_reasons(cpu) + _no_vpmu(cpu)
-    return counters, notes
-
-
-def _self_monitor_problem(event: str) -> str | None:
-    try:
-        monitor = SelfMonitor.open(event)
-    except PerfError as exc:
-        return exc.reason
-    except OSError as exc:
-        return reasons.MMAP_FAILED.format(event=event, error=exc)
-    try:
-        return monitor.problem()
-    finally:
-        monitor.close()
+            trial.notes.append(reasons.PERF_NO_INSN.format(detail=problem))
+    trial.counters = tuple(counters)
 
 
 def _self_monitor_reads(event: str) -> Callable[[], object]:
-    """For the child: the perf mmap is not inherited (VM_DONTCOPY), so open anew."""
+    """Open the event, read its page twice, close: fresh in a child too (the perf mmap
+    is not inherited: VM_DONTCOPY)."""
     def run() -> object:
         monitor = SelfMonitor.open(event)
-        return _two_reads(monitor.page.read)()
+        try:
+            return _two_reads(monitor.read)()
+        finally:
+            monitor.close()
     return run
 
 
 def probe_perf_read(cpu: CpuInfo) -> Backend:
-    name, description = "perf-read", "perf_event_open() and read(2)"
+    name, description = "perf-read", "perf_event_open() and read(2) of one group"
     facts = _perf_facts()
     if native is None:
-        return Backend(name, description, False, (native_error,), facts=facts)
-    found: list[str] = []
-    counters, notes = _events(_read_problem, found, cpu)
-    if found:
-        return Backend(name, description, False, tuple(found), facts=facts)
-    return Backend(name, description, True, (), tuple(notes), tuple(counters), facts)
-
-
-def _read_problem(event: str) -> str | None:
-    try:
-        fd = open_event(event)
-    except PerfError as exc:
-        return exc.reason
-    try:
-        assert native is not None
-        first = read_count(fd)
-        native.known_loop(SPIN_ITERATIONS)
-        second = read_count(fd)
-    except OSError as exc:
-        return reasons.READ_FAILED.format(event=event, error=exc)
-    finally:
-        os.close(fd)
-    if second == first:
-        return reasons.NOT_COUNTING.format(what=f"the perf {event} event", cpu="any",
-                                           first=first, second=second)
-    return None
+        return _perf_backend(name, description, False, [_no_native()], [], (), facts)
+    trial = _GroupTrial()
+    group = _open_group(cpu, trial, False, facts)
+    if group is not None:
+        try:
+            _group_reads(group, trial, facts)
+        finally:
+            group.close()
+    return _perf_backend(name, description, not trial.found, trial.found, trial.notes,
+                         trial.counters, facts)
 
 
 def probe_timer(cpu: CpuInfo) -> Backend:
@@ -530,16 +679,16 @@ def probe_timer(cpu: CpuInfo) -> Backend:
                    else "generic timer (CNTVCT_EL0)")
     facts: dict[str, object] = {}
     if native is None:
-        return Backend(name, description, False, (native_error,), facts=facts)
-    notes: list[str] = []
+        return Backend(name, description, False, (_no_native(),), facts=facts)
+    notes: list[Reason] = []
     if _is_x86(cpu):
-        if "tsc" not in cpu.flags:
-            return Backend(name, description, False, (reasons.NO_TSC,), facts=facts)
         invariant = {"constant_tsc", "nonstop_tsc"} <= cpu.flags
         facts["invariant"] = invariant
+        if "tsc" not in cpu.flags:
+            return Backend(name, description, False, (reasons.NO_TSC.format(),), facts=facts)
         if not invariant:
-            notes.append(reasons.TSC_NOT_INVARIANT)
-    found = _trial("the timer", _allowed_cpus()[:1], _two_reads(native.tsc))
+            notes.append(reasons.TSC_NOT_INVARIANT.format())
+    found = _trial("the timer", _allowed_cpus()[:1], _two_reads(native.guarded_tsc))
     if found:
         return Backend(name, description, False, tuple(found), facts=facts)
     freq = timer_frequency()
@@ -548,8 +697,9 @@ def probe_timer(cpu: CpuInfo) -> Backend:
 
 
 def probe() -> Report:
-    """Probe every backend. Takes a few hundred ms (child processes, timer calibration,
-    and with the module loaded up to 2 * recheck_ms waiting for access after perf)."""
+    """Probe every backend. Takes a few hundred ms (trial reads on each CPU, timer
+    calibration, and with the module loaded up to 2 * recheck_ms waiting for access
+    after perf)."""
     cpu = cpu_info()
     if cpu.arch not in ("x86_64", "aarch64"):
         reason = (reasons.ARCH_UNSUPPORTED.format(arch=cpu.arch),)

@@ -72,6 +72,7 @@ class Perfmon:
     fixed_width: int
     fixed_mask: int  # bit i: fixed counter i exists
     events_unavailable: int  # EBX, bit set: event not available
+    gp_width: int = 0  # bits of the general-purpose counters (EAX[23:16])
 
     @classmethod
     def from_regs(cls, eax: int, ebx: int, ecx: int, edx: int) -> Perfmon:
@@ -84,7 +85,8 @@ class Perfmon:
         # Only EAX[31:24] bits of EBX are enumerated: count the rest as unavailable.
         enumerated = (1 << ((eax >> 24) & 0xFF)) - 1
         unavailable = (ebx & enumerated) | (0xFF & ~enumerated)
-        return cls(version, (eax >> 8) & 0xFF, num_fixed, fixed_width, fixed_mask, unavailable)
+        return cls(version, (eax >> 8) & 0xFF, num_fixed, fixed_width, fixed_mask, unavailable,
+                   (eax >> 16) & 0xFF)
 
 
 @dataclass(frozen=True)
@@ -104,6 +106,7 @@ class CpuInfo:
             "hypervisor": self.hypervisor,
             "perfmon_version": self.perfmon.version if self.perfmon else None,
             "fixed_counters": self.perfmon.num_fixed if self.perfmon else None,
+            "fixed_width": self.perfmon.fixed_width if self.perfmon else None,
         }
 
 

@@ -6,7 +6,8 @@ import functools
 import time
 from dataclasses import dataclass
 
-from simple_pmu.native import native
+from simple_pmu.errors import CounterUnavailable
+from simple_pmu.native import native, native_error
 
 CALIBRATION_S = 0.05
 BRACKET_TRIES = 7
@@ -57,7 +58,7 @@ def estimate_frequency(seconds: float = CALIBRATION_S) -> int:
 def timer_frequency() -> TimerFrequency:
     """The rate the hardware states, else one measured once per process."""
     if native is None:
-        raise RuntimeError("the timer needs simple_pmu._native")
+        raise CounterUnavailable(native_error, "no_native")
     stated = native.timer_frequency()
     if stated:
         return TimerFrequency(stated, _stated_source())
