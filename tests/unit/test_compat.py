@@ -63,6 +63,16 @@ static inline int del_timer_sync(struct timer_list *timer)
 """
 TIMER_NEW = TIMER_OLD.replace("del_timer_sync(", "timer_delete_sync(")
 TYPES = "#include <stdbool.h>\n"
+SCHED = """\
+#ifndef _LINUX_SCHED_H
+#define _LINUX_SCHED_H
+struct hlist_node { struct hlist_node *next; };
+struct hlist_head { struct hlist_node *first; };
+static inline int hlist_empty(const struct hlist_head *h) { return !h->first; }
+struct task_struct { struct hlist_head preempt_notifiers; };
+extern struct task_struct *current;
+#endif
+"""
 SYMVERS_LINES = {
     "perf_event_create_kernel_counter":
         "0x0badcafe\tperf_event_create_kernel_counter\tvmlinux\tEXPORT_SYMBOL_GPL\t",
@@ -90,6 +100,7 @@ def make_tree(root: Path, arch: str = "arm64", *, files: dict[str, str] | None =
         "include/linux/sysfs.h": SYSFS,
         "include/linux/timer.h": TIMER_OLD,
         "include/linux/types.h": TYPES,
+        "include/linux/sched.h": SCHED,
         "Module.symvers": "\n".join((symvers if symvers is not None else SYMVERS_LINES).values())
         + "\n",
     }
@@ -544,3 +555,18 @@ def test_armpmu_idx_mapping_follows_the_tree(tmp_path, pmuv3_h, cycle):
                                           check=True).stdout.split()]
     want_idx1 = 0 if cycle == 31 else 1
     assert got == [cycle, want_idx1, -1 if cycle == 0 else 31, -1]
+
+
+@pytest.mark.parametrize(("config", "uses_notifiers"),
+                         [("CONFIG_PREEMPT_NOTIFIERS=y\n", True), ("", False)])
+def test_vcpu_loaded_test_follows_preempt_notifiers(tmp_path, config, uses_notifiers):
+    # With CONFIG_PREEMPT_NOTIFIERS, "a vCPU is loaded" is KVM's preempt notifier on
+    # current (no export needed); without, the wrapper must not touch the field.
+    kdir = make_tree(tmp_path / "t", config=config)
+    out = tmp_path / "compat.h"
+    compat.write(kdir, out)
+    text = out.read_text()
+    assert ("hlist_empty(&current->preempt_notifiers)" in text) is uses_notifiers
+    proc = gcc_syntax_check(tmp_path, out, "int f(void) { return spmu_kvm_vcpu_loaded(); }",
+                            kdir / "include")
+    assert proc.returncode == 0, proc.stderr
