@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import shutil
 from pathlib import Path
+from typing import Any
 
 import setuptools
 from setuptools import Extension, setup
@@ -53,7 +54,7 @@ class SdistWithHeader(sdist):
                 shutil.copyfile(root / rel, dest)
 
 
-def license_metadata() -> dict[str, str]:
+def license_metadata() -> dict[str, Any]:
     # PEP 639's License-Expression needs setuptools >= 77; Debian 12 has 66, which only
     # knows the free-text License field. Each gets the field it knows, without the
     # deprecation warnings a TOML table or a classifier draws from new setuptools.
