@@ -27,7 +27,7 @@ from simple_pmu.measure import Measurement, measure
 from simple_pmu.native import native, native_error
 from simple_pmu.probe import Backend, Report, probe
 
-__version__ = "0.1.0"
+__version__ = "0.1.0"  # the one place: userlib/ and root pyproject.toml read it
 
 KNOWN_LOOP_INSNS_PER_ITER = 2
 
