@@ -47,13 +47,28 @@ echo "$out" | while IFS= read -r line; do
 	[ "$rise" -gt 0 ] || echo "FAIL $name: perf stopped counting"
 	[ "$rise" -le $(($(field "$line" windows) * ${ci#*..} + 50000000)) ] ||
 		echo "FAIL $name: perf's count jumped by $rise"
-	for k in cpu_insns cpu_cycles task_insns task_cycles; do
+	for k in cpu_insns cpu_cycles; do
 		v=$(field "$line" $k)
 		r=$(field "$ref" $k)
 		case $name in
 		during*) [ "${v%..*}" = "${r%..*}" ] || echo "FAIL $name: smallest $k window ${v%..*}, want ${r%..*}"
 			[ "${v#*..}" -le $((${r%..*} + 5000000)) ] || echo "FAIL $name: a $k window of ${v#*..}" ;;
 		*) [ "$v" = "$r" ] || echo "FAIL $name: $k $v, without the module $r" ;;
+		esac
+	done
+	# The per-task group's kernel share (perf's read() paths, getppid) differs by a
+	# couple of hundred instructions after a fork (measured: 204911 / 204713, with and
+	# without the module): within 1000 of the reference, and far (~4800) above an
+	# EL0-only count, so a filter narrowed to EL0 still shows.
+	for k in task_insns task_cycles; do
+		v=$(field "$line" $k)
+		r=$(field "$ref" $k)
+		lo=${v%..*}
+		[ "$lo" -ge $((${r%..*} - 1000)) ] && [ "$lo" -le $((${r%..*} + 1000)) ] ||
+			echo "FAIL $name: smallest $k window $lo, without the module ${r%..*}"
+		case $name in
+		during*) [ "${v#*..}" -le $((${r%..*} + 5000000)) ] || echo "FAIL $name: a $k window of ${v#*..}" ;;
+		*) [ "$lo" = "${v#*..}" ] || echo "FAIL $name: $k windows differ: $v" ;;
 		esac
 	done
 done | grep FAIL && fail "perf's counts changed"

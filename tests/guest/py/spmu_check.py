@@ -136,14 +136,24 @@ def exact() -> None:
     # 2 * recheck_ms: let it put them back before counting exactly.
     recheck_ms = int((SYSFS_DIR / "recheck_ms").read_text())
     time.sleep(2 * recheck_ms / 1000 + 0.1)
-    spans, retried = {}, 0
-    for n in SIZES:
-        spans[n], r = span_overheads(n)
-        retried += r
-    print(f"C-level reads on CPU {d.cpus[0]}: instructions - 2n = {spans}"
-          f" ({retried} windows measured again after a generation change)")
-    if len({v for vs in spans.values() for v in vs}) != 1:
-        fail(f"overhead between C-level reads not the same on every run: {spans}")
+    # A batch the other vCPU disturbed (upwards, by at most EXACT_BOUND: QEMU's global
+    # instruction count) is measured again, BATCH_TRIES times at most; anything else fails.
+    for attempt in range(1, BATCH_TRIES + 1):
+        spans, retried = {}, 0
+        for n in SIZES:
+            spans[n], r = span_overheads(n)
+            retried += r
+        print(f"C-level reads on CPU {d.cpus[0]}: instructions - 2n = {spans}"
+              f" ({retried} windows measured again after a generation change)")
+        values = [v for vs in spans.values() for v in vs]
+        if len(set(values)) == 1:
+            break
+        low = min(values)
+        if max(values) > low + EXACT_BOUND or values.count(low) < len(values) // 2:
+            fail(f"overhead between C-level reads not the same on every run: {spans}")
+        print(f"batch {attempt} disturbed (at most {max(values) - low} above {low}): again")
+    else:
+        fail(f"overhead between C-level reads: no undisturbed batch in {BATCH_TRIES}")
     base = spans[SIZES[0]][0]
     # Under -icount, INST_RETIRED is QEMU's global count: an interrupt the other vCPU
     # takes inside a window lands in it (README, Known problems; seen once in 100 runs,
