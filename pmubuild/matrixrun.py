@@ -33,14 +33,18 @@ class ComboResult:
 
 
 def prepare(apt: PrivateApt, suite: Suite, arch: str) -> tuple[kernels.FetchedKernel, Path]:
-    """Fetch the kernel, build the module with W=1 (a warning fails), verify it, sign it with
-    the default key and verify the signature (serialized: downloads and chroots are shared)."""
+    """Fetch the kernel, build the module, verify it, sign it with the default key and
+    verify the signature (serialized: downloads and chroots are shared).
+
+    Warnings are not judged here: tests/integration/test_w1_builds.py does, from a clean
+    build directory (build.authoritative_w1); an incremental make here would see only
+    what it recompiles. Built with the same flags (W=1, same directory) as that build, so
+    after pytest this make compiles nothing."""
     with _fetch_lock:
         fk = kernels.fetch(apt, suite, arch)
         result = build.build(fk.kdir, w1=True, apt_factory=lambda: apt)
-        if result.warnings:
-            raise PipelineError(f"W=1 build for {fk.release} has warnings:\n  "
-                                + "\n  ".join(result.warnings))
+        for w in result.warnings:
+            say(f"{suite.name}/{arch}: (not judged here) {w}")
         pair = signing.default_keypair()
         signing.sign(result.tree, [result.ko], pair, apt_factory=lambda: apt)
         build.verify(result.tree, [result.ko], pair.cert, require_signature=True)
