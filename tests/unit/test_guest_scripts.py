@@ -43,7 +43,11 @@ def run(tmp: Path, code: str) -> subprocess.CompletedProcess[str]:
 
 
 def run_script(tmp: Path, rel: str) -> subprocess.CompletedProcess[str]:
-    text = (GUEST / rel).read_text()
+    return run_script_text(tmp, (GUEST / rel).read_text())
+
+
+def run_script_text(tmp: Path, text: str) -> subprocess.CompletedProcess[str]:
+    """The script as init runs it, sourcing the staged lib.sh."""
     assert ". /tests/lib.sh\n" in text
     return run(tmp, text.replace(". /tests/lib.sh\n", f". {tmp / 'lib.sh'}\n"))
 
@@ -189,3 +193,57 @@ def test_fake_bin_is_used(tmp_path):
     fake(bindir, "runas", "echo fake\n")
     assert run(tmp_path, "runas").stdout == "fake\n"
     assert os.access(bindir / "runas", os.X_OK)
+
+
+# --- arm64-stress/10-load-unload-cycles: the readers' reports -----------------------------
+
+# A reader as pmuspin is: reads until SIGTERM, then prints its counts (from a file here).
+PMUSPIN = """\
+trap 'cat "$TMPDIR/spin-out.$1"; exit $(cat "$TMPDIR/spin-rc.$1")' TERM
+[ -e "$TMPDIR/spin-quit.$1" ] && { cat "$TMPDIR/spin-out.$1"; exit 0; }
+while :; do sleep 0.02; done
+"""
+PMUREAD_TRAPS = 'echo "cpu0 result=sigill"\necho "cpu1 result=sigill"\n'
+
+
+def stress(tmp: Path, readers: dict[int, str], rc: dict[int, int] | None = None,
+           quit_early: tuple[int, ...] = ()) -> subprocess.CompletedProcess[str]:
+    bindir = stage(tmp)
+    for name in ("modprobe", "rmmod"):
+        fake(bindir, name, "exit 0\n")
+    fake(bindir, "dmesg", "exit 0\n")
+    fake(bindir, "nproc", "echo 2\n")
+    fake(bindir, "pmuspin", PMUSPIN)
+    fake(bindir, "pmuread", PMUREAD_TRAPS)
+    for cpu, out in readers.items():
+        (tmp / f"spin-out.{cpu}").write_text(out + "\n")
+        (tmp / f"spin-rc.{cpu}").write_text(f"{(rc or {}).get(cpu, 0)}\n")
+    for cpu in quit_early:
+        (tmp / f"spin-quit.{cpu}").touch()
+    # The fake load/unload takes a moment, as the real one does: readers have started.
+    fake(bindir, "rmmod", "sleep 0.05\n")
+    (tmp / "cmdline").write_text("console=ttyAMA0 spmu.mode=test spmu.stress_cycles=3\n")
+    text = (GUEST / "arm64-stress" / "10-load-unload-cycles.sh").read_text()
+    assert text.count("/proc/cmdline") == 1 and "/tmp/spin." in text
+    staged = text.replace("/proc/cmdline", str(tmp / "cmdline")).replace(
+        "/tmp/spin.", f"{tmp}/spin.")
+    return run_script_text(tmp, staged)
+
+
+def test_stress_passes_when_every_reader_saw_both(tmp_path):
+    r = stress(tmp_path, {0: "ok=5 sigill=7", 1: "ok=3 sigill=2"})
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "3 load/unload cycles with 2 readers (ok=5 sigill=7 on cpu0)" in r.stdout
+
+
+@pytest.mark.parametrize(("readers", "rc", "early", "why"), [
+    ({0: "ok=5 sigill=7", 1: "ok=0 sigill=9"}, None, (), "reader on cpu1: 'ok=0 sigill=9'"),
+    ({0: "ok=5 sigill=0", 1: "ok=3 sigill=2"}, None, (), "reader on cpu0: 'ok=5 sigill=0'"),
+    ({0: "ok=5 sigill=7", 1: ""}, None, (), "reader on cpu1: ''"),
+    ({0: "ok=5 sigill=7", 1: "ok=3 sigill=2"}, {1: 2}, (), "reader on cpu1 ended with status 2"),
+    ({0: "ok=5 sigill=7", 1: "ok=3 sigill=2"}, None, (0,),
+     "reader on cpu0 ended before the last cycle: ok=5 sigill=7"),
+], ids=["no-reads", "no-sigill", "silent", "status", "ended-early"])
+def test_stress_fails_on_a_reader_that_did_not_see_both(tmp_path, readers, rc, early, why):
+    r = stress(tmp_path, readers, rc, early)
+    assert r.returncode == 1 and why in r.stdout, r.stdout + r.stderr
