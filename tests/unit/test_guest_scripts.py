@@ -247,3 +247,38 @@ def test_stress_passes_when_every_reader_saw_both(tmp_path):
 def test_stress_fails_on_a_reader_that_did_not_see_both(tmp_path, readers, rc, early, why):
     r = stress(tmp_path, readers, rc, early)
     assert r.returncode == 1 and why in r.stdout, r.stdout + r.stderr
+
+
+# --- common/99-kernel-log-clean ------------------------------------------------------------
+
+CLEAN_LOG = """\
+[    0.000000] Booting Linux on physical CPU 0x0000000000 [0x000f0510]
+[    3.141592] simple-pmu: loaded: user access on 2 CPUs, ring 3
+[    9.000000] spmu-mark-123-8.99
+"""
+
+
+def log_clean(tmp: Path, log: str) -> subprocess.CompletedProcess[str]:
+    bindir = stage(tmp)
+    (tmp / "dmesg.out").write_text(log)
+    fake(bindir, "dmesg", f'cat "{tmp / "dmesg.out"}"\n')
+    return run_script(tmp, "common/99-kernel-log-clean.sh")
+
+
+def test_kernel_log_clean_passes_on_a_clean_log(tmp_path):
+    r = log_clean(tmp_path, CLEAN_LOG)
+    assert r.returncode == 0 and "no WARNING, BUG or Oops" in r.stdout, r.stdout + r.stderr
+
+
+@pytest.mark.parametrize("line", [
+    "[   12.5] WARNING: CPU: 1 PID: 77 at drivers/common/counters.c:80 spmu_check+0x1c/0x90",
+    "[   12.5] BUG: sleeping function called from invalid context at kernel/locking/mutex.c:580",
+    "[   12.5] Internal error: Oops: 0000000096000004 [#1] PREEMPT SMP",
+    "[   12.5] Unable to handle kernel NULL pointer dereference at virtual address 0",
+    "[   12.5] Call trace:",
+    "[   12.5] rcu: INFO: rcu_preempt detected stalls on CPUs/tasks:",
+    "[   12.5] INFO: task modprobe:88 blocked for more than 120 seconds.",
+])
+def test_kernel_log_clean_fails_on_a_warning(tmp_path, line):
+    r = log_clean(tmp_path, CLEAN_LOG + line + "\n")
+    assert r.returncode == 1 and "FAIL: kernel log:" in r.stdout and line in r.stdout
