@@ -94,14 +94,19 @@ def run_combo(apt: PrivateApt, suite: Suite, arch: str, timeout: float,
             expected = steps.manifest(arch, profile.name)
             spec = guest.GuestSpec(arch, fk.release, ko, profile=profile.name,
                                    python=profile.python)
-            boot_start = time.monotonic()
+            t0 = time.monotonic()
             initrd = steps.initramfs(spec, apt, ko.parent / f"initrd-test{profile.name}.gz")
+            t1 = time.monotonic()
             run = steps.boot(arch, fk.image, initrd, "test", timeout, icount=profile.icount,
                              el2=profile.el2, params=f"spmu.stress_cycles={stress_cycles}")
-            took = time.monotonic() - boot_start
-            timings.append((label, took))
+            took = time.monotonic() - t0
+            parts = [("initramfs", t1 - t0)]
+            if run.boot_seconds is not None:
+                parts.append(("boot", run.boot_seconds))  # QEMU start to the guest's init
+            timings += [(label, took), *((f"{label}: {n}", s) for n, s in parts)]
             prefix = f"{profile.name}/" if profile.name else ""
-            say(f"{suite.name}/{arch}: {label} ran in {took:.0f}s")
+            say(f"{suite.name}/{arch}: {label} ran in {took:.0f}s ("
+                + ", ".join(f"{n} {s:.0f}s" for n, s in parts) + ")")
             results += [dataclasses.replace(r, name=prefix + r.name) for r in run.results]
             error = run.problem() or guest.manifest_problem(
                 expected, [r.name for r in run.results])
@@ -150,9 +155,23 @@ def report(results: list[ComboResult]) -> list[str]:
                 lines.extend(f"{'':>52}| {ln}" for ln in t.output)
         if r.error:
             lines.append(f"{head} FAIL (guest): {r.error}")
-        stages = ", ".join(f"{name} {s:.0f}s" for name, s in r.timings)
+        stages = _stages(r.timings)
         lines.append(f"{head} time {r.seconds:.0f}s" + (f" ({stages})" if stages else ""))
     return lines
+
+
+def _stages(timings: list[tuple[str, float]]) -> str:
+    """"prepare 4s, main guest 39s [initramfs 12s, boot 8s]": a stage's parts ("main
+    guest: boot") in brackets after it."""
+    out: list[str] = []
+    for name, secs in timings:
+        stage, _, part = name.partition(": ")
+        if part and out:
+            opened = out[-1].endswith("]")
+            out[-1] = (out[-1][:-1] + ", " if opened else out[-1] + " [") + f"{part} {secs:.0f}s]"
+        else:
+            out.append(f"{stage} {secs:.0f}s")
+    return ", ".join(out)
 
 
 def slowest(results: list[ComboResult], n: int = 10) -> list[str]:

@@ -45,6 +45,7 @@ class Console:
     command_rc: int | None
     command_output: str
     crashes: tuple[str, ...]  # the kernel's panic/oops lines, anywhere in the console
+    booted_at: float | None = None  # when the BOOTED line arrived, if times were given
 
 
 @dataclass
@@ -59,13 +60,17 @@ class GuestRun:
     command_rc: int | None = None
     command_output: str = ""
     crash: str | None = None
+    boot_seconds: float | None = None  # host wall time from QEMU's start to BOOTED
 
     @classmethod
     def of(cls, console: str, seconds: float, timed_out: bool, qemu_rc: int | None,
-           times: Sequence[float] | None = None) -> "GuestRun":
+           times: Sequence[float] | None = None, start: float | None = None) -> "GuestRun":
+        """times: when each console line arrived; start: when QEMU started (same clock)."""
         c = parse_console(console, times)
         return cls(console, seconds, timed_out, qemu_rc, c.results, c.booted, c.done,
-                   c.command_rc, c.command_output, c.crashes[0] if c.crashes else None)
+                   c.command_rc, c.command_output, c.crashes[0] if c.crashes else None,
+                   c.booted_at - start if c.booted_at is not None and start is not None
+                   else None)
 
     @property
     def ok(self) -> bool:
@@ -102,7 +107,7 @@ def parse_console(console: str, times: Sequence[float] | None = None) -> Console
     crashes = []
     cmd_lines: list[str] = []
     in_cmd = False
-    last_mark: float | None = None
+    last_mark = booted_at = None
     pieces = console.split("\n")
     if pieces[-1] == "":
         pieces.pop()  # the newline ending the last line
@@ -111,7 +116,7 @@ def parse_console(console: str, times: Sequence[float] | None = None) -> Console
         now = times[i] if times is not None and i < len(times) else None
         if f"{MARK} BOOTED" in line:
             booted = True
-            last_mark = now
+            last_mark = booted_at = now
         elif f"{MARK} CMD-BEGIN" in line:
             in_cmd = True
         elif m := _CMD_END.search(line):
@@ -134,7 +139,8 @@ def parse_console(console: str, times: Sequence[float] | None = None) -> Console
             done = True
         elif MARK not in line and _PANIC.search(line):
             crashes.append(line)
-    return Console(results, booted, done, rc, "\n".join(cmd_lines), tuple(crashes))
+    return Console(results, booted, done, rc, "\n".join(cmd_lines), tuple(crashes),
+                   booted_at)
 
 
 def crash_lines(console: str) -> list[str]:
@@ -177,7 +183,8 @@ def boot(arch: str, image: Path, initrd: Path, mode: str = "test", timeout: floa
     console = "".join(lines)
     if qemu_rc not in (0, None):
         console += stderr
-    return GuestRun.of(console, time.monotonic() - start, qemu_rc is None, qemu_rc, times)
+    return GuestRun.of(console, time.monotonic() - start, qemu_rc is None, qemu_rc, times,
+                       start)
 
 
 def read_console(argv: list[str], timeout: float

@@ -64,7 +64,7 @@ class FakeSteps:
         suite = next(s for s, r in RELEASES.items() if release.startswith(r))
         text = self.guest_says(suite, arch, profile, guest.manifest(arch, profile, root=self.root))
         times = [float(i) for i in range(text.count("\n") + 1)]
-        return qemu.GuestRun.of(text, 3.0, False, 0, times)
+        return qemu.GuestRun.of(text, 3.0, False, 0, times, start=-0.5)
 
 
 def combo(name, arch):
@@ -80,7 +80,10 @@ def test_clean_arm64_kernel_runs_three_guests_and_reports_every_script():
     names = [t.name for t in r.results]
     assert "load" in names and "stress/load-unload-cycles" in names and "kvm/kvm-vcpu" in names
     assert names.count("kernel-log-clean") == 1 and "stress/kernel-log-clean" in names
-    assert [n for n, _ in r.timings] == ["prepare", "main guest", "stress guest", "kvm guest"]
+    assert [n for n, _ in r.timings] == [
+        "prepare", *(f"{g} guest{part}" for g in ("main", "stress", "kvm")
+                     for part in ("", ": initramfs", ": boot"))]
+    assert dict(r.timings)["kvm guest: boot"] == 1.5  # BOOTED at 1.0, QEMU started at -0.5
     assert all(t.seconds == 1.0 for t in r.results)  # one line apart on the fake clock
 
 
@@ -171,7 +174,8 @@ def test_exit_status_clean(capsys):
     assert "0 failed" in out and "slowest guest scripts" in out
     # Each test line carries its wall time; each kernel its stages'.
     assert "bookworm            amd64  6.1.0-57-amd64           PASS    1.0s json:" in out
-    assert "time 0s (prepare 0s, main guest 0s, stress guest 0s, kvm guest 0s)" in out
+    assert ("time 0s (prepare 0s, main guest 0s [initramfs 0s, boot 2s], stress guest 0s "
+            "[initramfs 0s, boot 2s], kvm guest 0s [initramfs 0s, boot 2s])") in out
 
 
 def test_exit_status_one_failed_script(capsys):
