@@ -48,7 +48,7 @@ def broken_sources(dest: Path) -> Path:
 def test_w1_sees_a_warning_after_an_earlier_build(tmp_path):
     """The trap this check fell into: an incremental make prints no warning for what it
     does not recompile. Build the broken copy once (any flags), then run the check."""
-    fk = kernels.fetch(PrivateApt(), matrix.SUITES["bookworm"], "arm64")
+    fk = kernels.fetch(PrivateApt(), matrix.SUITES["bookworm"], "amd64")
     src = broken_sources(tmp_path / "src")
     root = tmp_path / "build"
     first = build.build(fk.kdir, w1=True, build_root=root, src=src)
