@@ -5,6 +5,7 @@ checkout builds for many kernels side by side, the way DKMS builds from /usr/src
 """
 
 import functools
+import re
 import shutil
 import subprocess
 from collections.abc import Callable
@@ -27,9 +28,17 @@ class BuildResult:
     toolchain: toolchain.Toolchain
     build_dir: Path
     ko: Path
-    warnings: tuple[str, ...]
+    warnings: tuple[str, ...]  # of the objects compiled by this make only
     log: str
     report: modverify.Report
+    compiled: tuple[Path, ...] = ()  # objects this make compiled ("CC [M]" lines)
+    objects: tuple[Path, ...] = ()  # the module's objects (simple-pmu.mod)
+
+    @property
+    def complete(self) -> bool:
+        """Every object of the module was compiled by this make: its warnings are all
+        there are (an incremental make reports only what it recompiled)."""
+        return bool(self.objects) and set(self.objects) <= set(self.compiled)
 
 
 def default_gcc_by_suite(apt: PrivateApt) -> dict[str, int]:
@@ -45,6 +54,23 @@ def default_gcc_by_suite(apt: PrivateApt) -> dict[str, int]:
 
 def build_dir_for(tree: KernelTree, root: Path | None = None) -> Path:
     return (root or REPO / "build") / f"{tree.release}-{tree.arch}"
+
+
+# "  CC [M]  /abs/build/drivers/x.o" (5.10) or a path relative to M= (later kernels).
+_CC_LINE = re.compile(r"^\s*CC \[M\]\s+(\S+\.o)$", re.M)
+
+
+def compiled_objects(log: str, build_dir: Path) -> tuple[Path, ...]:
+    return tuple(build_dir / m for m in _CC_LINE.findall(log))
+
+
+def module_objects(build_dir: Path) -> tuple[Path, ...]:
+    """The module's objects as kbuild lists them in simple-pmu.mod (absolute on 5.10,
+    ./-relative later); the .mod.o kbuild adds is not among them."""
+    mod = build_dir / f"{MODULE_NAME}.mod"
+    if not mod.exists():
+        return ()
+    return tuple((build_dir / t).resolve() for t in mod.read_text().split() if t.endswith(".o"))
 
 
 def stage_sources(dest: Path, src: Path = REPO) -> None:
@@ -78,13 +104,18 @@ def choose_toolchain(tree: KernelTree,
     return toolchain.choose(tree, default_gcc_by_suite(apt))
 
 
-def build(kdir: str | Path, *, w1: bool = False, build_root: Path | None = None,
+def build(kdir: str | Path, *, w1: bool = False, clean: bool = False,
+          build_root: Path | None = None, src: Path = REPO,
           apt_factory: Callable[[], PrivateApt] = PrivateApt, jobs: int = 2) -> BuildResult:
+    """clean: empty the build directory first, so make compiles every object and the
+    warnings it prints are all the module's (see authoritative_w1)."""
     tree = inspect(kdir)
     apt_factory = functools.cache(apt_factory)  # one index parse per build
     tc = choose_toolchain(tree, apt_factory)
     out = build_dir_for(tree, build_root)
-    stage_sources(out)
+    if clean and out.exists():
+        shutil.rmtree(out)
+    stage_sources(out, src)
     render_compat(tree, out)
     argv = ["make", f"-j{jobs}", "-C", str(tree.path), f"M={out}", *tc.make_vars]
     if w1:
@@ -105,7 +136,24 @@ def build(kdir: str | Path, *, w1: bool = False, build_root: Path | None = None,
     warnings = tuple(ln for ln in log.splitlines() if "warning:" in ln.lower())
     # Signed later (invoke sign), so a signature is not required yet.
     report = verify(tree, [ko], require_signature=False)[0]
-    return BuildResult(tree, tc, out, ko, warnings, log, report)
+    return BuildResult(tree, tc, out, ko, warnings, log, report,
+                       tuple(p.resolve() for p in compiled_objects(log, out)),
+                       module_objects(out))
+
+
+def authoritative_w1(kdir: str | Path, *, build_root: Path | None = None, src: Path = REPO,
+                     apt_factory: Callable[[], PrivateApt] = PrivateApt) -> BuildResult:
+    """A W=1 build whose warnings are the whole truth: from an emptied build directory,
+    and checked to have compiled every object of the module. Judging warnings of an
+    incremental make misses every file it did not recompile."""
+    result = build(kdir, w1=True, clean=True, build_root=build_root, src=src,
+                   apt_factory=apt_factory)
+    if not result.complete:
+        missing = sorted(str(p) for p in set(result.objects) - set(result.compiled))
+        raise PipelineError(f"W=1 build for {result.tree.release} did not compile every "
+                            f"object (not compiled: {', '.join(missing) or 'no objects listed'}):"
+                            " its warnings would not be all of them")
+    return result
 
 
 def verify(tree: KernelTree, modules: list[Path], cert: Path | None = None,

@@ -55,7 +55,8 @@ def render(kdir_path: str) -> list[str]:
 
 
 def build_one(kdir_path: str, w1: bool) -> build.BuildResult:
-    result = build.build(kdir_path, w1=w1)
+    # With W=1 the user asks for the module's warnings: all of them, from a clean build.
+    result = build.authoritative_w1(kdir_path) if w1 else build.build(kdir_path)
     say(f"built for {result.tree.release} with {result.toolchain.cc} on "
         f"{result.toolchain.where} ({result.toolchain.reason})")
     for w in result.warnings:
@@ -110,7 +111,10 @@ def build_suite(kernel: str, arch: str, w1: bool) -> list[build.BuildResult]:
 
 
 def test_qemu(kernel: str, arch: str, timeout: float, jobs: int,
-              stress_cycles: str = "") -> bool:
+              stress_cycles: str = "", steps: matrixrun.Steps | None = None,
+              apt: PrivateApt | None = None) -> bool:
+    """Run the matrix and print its report; True when nothing failed. steps and apt: fakes
+    for tests."""
     combos = matrix.expand(kernel, arch)
     cycles = None
     if stress_cycles != "":
@@ -119,13 +123,17 @@ def test_qemu(kernel: str, arch: str, timeout: float, jobs: int,
                                 " load/unload cycles from 1 to 10000")
         cycles = int(stress_cycles)
     start = time.monotonic()
-    results = matrixrun.test_matrix(combos, timeout=timeout, jobs=jobs, stress_cycles=cycles)
+    results = matrixrun.test_matrix(combos, timeout=timeout, jobs=jobs, stress_cycles=cycles,
+                                    steps=steps or matrixrun.Steps(), apt=apt)
     for line in matrixrun.report(results):
         print(line)
     tests = [t for r in results for t in r.results]
     failed = sum(t.verdict == "FAIL" for t in tests) + sum(r.error is not None for r in results)
     passed = sum(t.verdict == "PASS" for t in tests)
     skipped = sum(t.verdict == "SKIP" for t in tests)
+    print("slowest guest scripts (host wall time):")
+    for line in matrixrun.slowest(results):
+        print(f"  {line}")
     print(f"test-qemu: {len(results)} kernel(s), wall time {time.monotonic() - start:.0f}s")
     print(f"{passed} passed, {failed} failed" + (f", {skipped} skipped" if skipped else ""))
     return failed == 0

@@ -1,8 +1,10 @@
 """The test guest's initramfs: static busybox, the module, the in-guest tests and programs."""
 
+import re
 import shutil
 import subprocess
 import threading
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -135,10 +137,66 @@ PROFILES = {"amd64": (Profile("", True),),
                       Profile("kvm", True, python=False, el2=True))}
 
 
-def test_scripts(arch: str, profile: str = "") -> list[Path]:
-    suite_dir = f"{arch}-{profile}" if profile else arch
-    scripts = [*(GUEST_TESTS / "common").glob("*.sh"), *(GUEST_TESTS / suite_dir).glob("*.sh")]
+# tests/guest/<dir>/NN-name.sh: NN orders the run, `name` is what the guest reports.
+SCRIPT_NAME = re.compile(r"(?P<order>[0-9]{2})-(?P<name>[A-Za-z0-9_.-]+)\.sh")
+
+
+def script_name(script: Path) -> str:
+    """The name the guest's init reports a script under (as init strips `NN-` and `.sh`)."""
+    m = SCRIPT_NAME.fullmatch(script.name)
+    if not m:
+        raise PipelineError(f"{script}: guest test scripts are named NN-name.sh (NN: two "
+                            "digits, the run order); the guest would not run this one")
+    return m["name"]
+
+
+def test_scripts(arch: str, profile: str = "", root: Path = GUEST_TESTS) -> list[Path]:
+    """The scripts one guest runs, in its order: common/ and the arch's (or profile's)
+    own directory. Every file there must be a runnable NN-name.sh, names unique, and the
+    own directory must hold at least one: a guest with only the common checks, or none,
+    would report green having tested nothing."""
+    suite = root / (f"{arch}-{profile}" if profile else arch)
+    if not suite.is_dir():
+        raise PipelineError(f"{suite}: no such directory (the {arch} "
+                            f"{profile or 'main'} guest's tests)")
+    scripts = []
+    for d in (root / "common", suite):
+        for f in sorted(d.iterdir()) if d.is_dir() else []:
+            if d.name == "common" and f.name == "lib.sh":
+                continue  # sourced by the scripts, not one of them
+            script_name(f)
+            scripts.append(f)
+    if not any(f.parent == suite for f in scripts):
+        raise PipelineError(f"{suite} holds no test script (NN-name.sh)")
+    names = [script_name(f) for f in scripts]
+    dups = sorted({n for n in names if names.count(n) > 1})
+    if dups:
+        raise PipelineError(f"guest scripts for {suite.name} share a name: {', '.join(dups)}"
+                            " (results are reported by name)")
     return sorted(scripts, key=lambda p: p.name)
+
+
+def manifest(arch: str, profile: str = "", root: Path = GUEST_TESTS) -> tuple[str, ...]:
+    """The names of the scripts the host expects the guest to report, in run order."""
+    return tuple(script_name(f) for f in test_scripts(arch, profile, root))
+
+
+def manifest_problem(expected: Sequence[str], reported: Sequence[str]) -> str | None:
+    """What is wrong with the reported result names against the manifest: scripts that
+    did not report (the guest skipped, lost or never reached them), reports no script
+    explains, and scripts reported twice. None when they match one to one."""
+    problems = []
+    missing = [n for n in expected if n not in reported]
+    if missing:
+        problems.append(f"{len(missing)} of {len(expected)} expected guest scripts did not "
+                        f"report: {', '.join(missing)}")
+    unexpected = [n for n in reported if n not in expected]
+    if unexpected:
+        problems.append(f"reported but not in the manifest: {', '.join(unexpected)}")
+    twice = sorted({n for n in reported if n in expected and reported.count(n) > 1})
+    if twice:
+        problems.append(f"reported more than once: {', '.join(twice)}")
+    return "; ".join(problems) or None
 
 
 def initramfs(spec: GuestSpec, apt: PrivateApt, out: Path) -> Path:
@@ -166,8 +224,7 @@ def initramfs(spec: GuestSpec, apt: PrivateApt, out: Path) -> Path:
     entries.append(cpio.file("tests/lib.sh", (GUEST_TESTS / "common" / "lib.sh").read_bytes()))
     if spec.mode == "test":
         for script in test_scripts(spec.arch, spec.profile):
-            if script.name != "lib.sh":
-                entries.append(cpio.file(f"tests/{script.name}", script.read_bytes()))
+            entries.append(cpio.file(f"tests/{script.name}", script.read_bytes()))
     else:
         entries.append(cpio.file("cmd.sh", spec.command.encode() + b"\n"))
     for path in spec.add:

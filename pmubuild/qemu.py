@@ -7,9 +7,12 @@ else on the console is the kernel's own output, kept for diagnosing panics and h
 import re
 import shutil
 import subprocess
+import threading
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import IO
 
 from .errors import PipelineError
 
@@ -18,6 +21,7 @@ _TEST = re.compile(r"@@SPMU TEST (?P<name>\S+) (?P<verdict>PASS|FAIL|SKIP) ?(?P<
 _OUT = re.compile(r"@@SPMU OUT (?P<name>\S+) \| (?P<line>.*)$")
 _CMD_END = re.compile(r"@@SPMU CMD-END rc=(?P<rc>\d+)")
 _PANIC = re.compile(r"Kernel panic|end Kernel panic|Oops|BUG:|Unable to handle kernel")
+_KERNEL_LINE = re.compile(r"^\[\s*\d+\.\d+\]")  # printk's timestamp
 
 
 @dataclass(frozen=True)
@@ -26,6 +30,22 @@ class TestResult:
     verdict: str  # PASS, FAIL, SKIP
     detail: str
     output: tuple[str, ...] = ()
+    # Host wall time from the previous result line (the first: from BOOTED) to this one:
+    # what the script cost in real time (under -icount the guest's clock is virtual).
+    seconds: float | None = None
+
+
+@dataclass(frozen=True)
+class Console:
+    """What the guest said, read from its console text."""
+
+    results: list[TestResult]
+    booted: bool
+    done: bool  # the suite ran to its end
+    command_rc: int | None
+    command_output: str
+    crashes: tuple[str, ...]  # the kernel's panic/oops lines, anywhere in the console
+    booted_at: float | None = None  # when the BOOTED line arrived, if times were given
 
 
 @dataclass
@@ -39,19 +59,34 @@ class GuestRun:
     done: bool = False  # the suite ran to its end
     command_rc: int | None = None
     command_output: str = ""
+    crash: str | None = None
+    boot_seconds: float | None = None  # host wall time from QEMU's start to BOOTED
+
+    @classmethod
+    def of(cls, console: str, seconds: float, timed_out: bool, qemu_rc: int | None,
+           times: Sequence[float] | None = None, start: float | None = None) -> "GuestRun":
+        """times: when each console line arrived; start: when QEMU started (same clock)."""
+        c = parse_console(console, times)
+        return cls(console, seconds, timed_out, qemu_rc, c.results, c.booted, c.done,
+                   c.command_rc, c.command_output, c.crashes[0] if c.crashes else None,
+                   c.booted_at - start if c.booted_at is not None and start is not None
+                   else None)
 
     @property
     def ok(self) -> bool:
-        return self.done and bool(self.results) and all(r.verdict != "FAIL" for r in self.results)
+        return (self.crash is None and self.done and bool(self.results)
+                and all(r.verdict != "FAIL" for r in self.results))
 
     def problem(self) -> str | None:
-        """Why the guest did not finish, with the end of the kernel's output, or None."""
-        if self.done or self.command_rc is not None:
+        """Why the guest run failed as a whole (a crash even after the suite's end, or no
+        end), with the end of the kernel's output; None if it finished cleanly."""
+        if self.crash is not None:
+            end = " although the run reached its end" if self.done else ""
+            why = f"guest kernel panicked or oopsed{end}: {self.crash.strip()}"
+        elif self.done or self.command_rc is not None:
             return None
-        if self.timed_out:
+        elif self.timed_out:
             why = f"guest timed out after {self.seconds:.0f}s"
-        elif _PANIC.search(self.console):
-            why = "guest kernel panicked or oopsed"
         elif not self.booted:
             why = f"guest never reached its init (QEMU exit {self.qemu_rc})"
         else:
@@ -60,18 +95,28 @@ class GuestRun:
         return f"{why}; last console lines:\n    {tail}"
 
 
-def parse_console(console: str) -> tuple[list[TestResult], bool, bool, int | None, str]:
-    """(results, booted, done, command rc, command output) from the guest's console text."""
+def parse_console(console: str, times: Sequence[float] | None = None) -> Console:
+    """Parse the guest's console text; `times[i]`, if given, is when line i (split on
+    newlines) reached the host, and gives each result its wall time. Every line the guest
+    did not print itself (not @@SPMU, not a command's output) is scanned for a panic or
+    oops to the very end: one after DONE fails the run too."""
     outputs: dict[str, list[str]] = {}
     results = []
     booted = done = False
     rc = None
+    crashes = []
     cmd_lines: list[str] = []
     in_cmd = False
-    for raw in console.splitlines():
+    last_mark = booted_at = None
+    pieces = console.split("\n")
+    if pieces[-1] == "":
+        pieces.pop()  # the newline ending the last line
+    for i, raw in enumerate(pieces):
         line = raw.rstrip("\r")
+        now = times[i] if times is not None and i < len(times) else None
         if f"{MARK} BOOTED" in line:
             booted = True
+            last_mark = booted_at = now
         elif f"{MARK} CMD-BEGIN" in line:
             in_cmd = True
         elif m := _CMD_END.search(line):
@@ -79,14 +124,28 @@ def parse_console(console: str) -> tuple[list[TestResult], bool, bool, int | Non
             rc = int(m["rc"])
         elif in_cmd:
             cmd_lines.append(line)
+            # The command's output and the kernel's messages share the console; a kernel
+            # line carries printk's timestamp.
+            if _KERNEL_LINE.match(line) and _PANIC.search(line):
+                crashes.append(line)
         elif m := _OUT.search(line):
             outputs.setdefault(m["name"], []).append(m["line"])
         elif m := _TEST.search(line):
+            took = now - last_mark if now is not None and last_mark is not None else None
+            last_mark = now
             results.append(TestResult(m["name"], m["verdict"], m["detail"].strip(),
-                                      tuple(outputs.get(m["name"], []))))
+                                      tuple(outputs.get(m["name"], [])), took))
         elif f"{MARK} DONE" in line:
             done = True
-    return results, booted, done, rc, "\n".join(cmd_lines)
+        elif MARK not in line and _PANIC.search(line):
+            crashes.append(line)
+    return Console(results, booted, done, rc, "\n".join(cmd_lines), tuple(crashes),
+                   booted_at)
+
+
+def crash_lines(console: str) -> list[str]:
+    """The kernel's panic/oops lines in a console text (see parse_console)."""
+    return list(parse_console(console).crashes)
 
 
 def command(arch: str, image: Path, initrd: Path, mode: str, smp: int = 2,
@@ -120,17 +179,45 @@ def boot(arch: str, image: Path, initrd: Path, mode: str = "test", timeout: floa
     """params: extra kernel command-line words (spmu.* settings the guest tests read)."""
     argv = command(arch, image, initrd, mode, smp, icount, el2, params)
     start = time.monotonic()
-    timed_out = False
+    lines, times, stderr, qemu_rc = read_console(argv, timeout)
+    console = "".join(lines)
+    if qemu_rc not in (0, None):
+        console += stderr
+    return GuestRun.of(console, time.monotonic() - start, qemu_rc is None, qemu_rc, times,
+                       start)
+
+
+def read_console(argv: list[str], timeout: float
+                 ) -> tuple[list[str], list[float], str, int | None]:
+    """Run argv, reading its stdout line by line as it comes, each line stamped with the
+    host's monotonic clock: (lines, times, stderr, exit status or None if killed at
+    `timeout`)."""
+    proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE)
+    out, errs = proc.stdout, proc.stderr
+    assert out is not None and errs is not None
+    lines: list[str] = []
+    times: list[float] = []
+    err: list[bytes] = []
+
+    def pump(stream: IO[bytes]) -> None:
+        for raw in stream:
+            times.append(time.monotonic())
+            lines.append(raw.decode(errors="replace"))
+
+    readers = [threading.Thread(target=pump, args=(out,)),
+               threading.Thread(target=lambda: err.append(errs.read()))]
+    for t in readers:
+        t.start()
+    rc: int | None
     try:
-        proc = subprocess.run(argv, stdin=subprocess.DEVNULL, capture_output=True,
-                              timeout=timeout)
-        console, qemu_rc = proc.stdout.decode(errors="replace"), proc.returncode
-        if proc.returncode != 0:
-            console += proc.stderr.decode(errors="replace")
-    except subprocess.TimeoutExpired as e:
-        timed_out = True
-        console = (e.stdout or b"").decode(errors="replace")
-        qemu_rc = None
-    results, booted, done, rc, out = parse_console(console)
-    return GuestRun(console, time.monotonic() - start, timed_out, qemu_rc, results, booted,
-                    done, rc, out)
+        rc = proc.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+        rc = None
+    for t in readers:
+        t.join()
+    out.close()
+    errs.close()
+    return lines, times, b"".join(err).decode(errors="replace"), rc

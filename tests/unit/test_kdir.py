@@ -52,15 +52,23 @@ def test_only_config_missing(tmp_path):
 
 
 COMMON = "linux-headers-6.1.0-57-common"
-DEBIAN_MAKEFILE = f"include /usr/src/{COMMON}/Makefile\n"
+
+
+def debian_makefile(root):
+    """The arch headers' Makefile as Debian ships it, naming the common headers by absolute
+    path; under a per-test root instead of /usr/src, so what the host has installed in
+    /usr/src cannot change the outcome."""
+    return f"include {root}/usr/src/{COMMON}/Makefile\n"
 
 
 def test_missing_common_makefile_with_sibling_hint(tmp_path):
-    tree = make_tree(tmp_path / "linux-headers-6.1.0-57-cloud-amd64", makefile=DEBIAN_MAKEFILE)
+    root = tmp_path / "root"
+    tree = make_tree(tmp_path / "linux-headers-6.1.0-57-cloud-amd64",
+                     makefile=debian_makefile(root))
     (tmp_path / COMMON).mkdir()
     (tmp_path / COMMON / "Makefile").write_text("# top\n")
     msg = error(tree)
-    assert f"includes /usr/src/{COMMON}/Makefile, which does not exist" in msg
+    assert f"includes {root}/usr/src/{COMMON}/Makefile, which does not exist" in msg
     # The hint points at the sibling directory (by relative or absolute path).
     hint = msg.split("which does not exist", 1)[1]
     assert "beside" in hint
@@ -71,10 +79,22 @@ def test_missing_common_makefile_with_sibling_hint(tmp_path):
 
 
 def test_missing_common_makefile_without_sibling(tmp_path):
-    tree = make_tree(tmp_path / "t", makefile=DEBIAN_MAKEFILE)
+    root = tmp_path / "root"
+    tree = make_tree(tmp_path / "t", makefile=debian_makefile(root))
     msg = error(tree)
-    assert f"/usr/src/{COMMON}/Makefile" in msg
+    assert f"{root}/usr/src/{COMMON}/Makefile" in msg
     assert f"extract the {COMMON} package" in msg
+
+
+def test_common_makefile_present_where_named(tmp_path):
+    """The counterpart of the two above: the check looks where the Makefile points (here
+    the injected root), so installing the common headers there is what satisfies it."""
+    root = tmp_path / "root"
+    tree = make_tree(tmp_path / "t", makefile=debian_makefile(root))
+    assert "does not exist" in error(tree)
+    (root / "usr" / "src" / COMMON).mkdir(parents=True)
+    (root / "usr" / "src" / COMMON / "Makefile").write_text("# top\n")
+    assert kdir.inspect(tree).release == "6.1.0-57-arm64"
 
 
 def test_relative_include_missing(tmp_path):

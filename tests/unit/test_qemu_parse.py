@@ -5,8 +5,12 @@ from pmubuild.qemu import GuestRun, parse_console
 
 
 def run_of(console: str, *, timed_out=False, qemu_rc=0, seconds=3.0) -> GuestRun:
-    results, booted, done, rc, out = parse_console(console)
-    return GuestRun(console, seconds, timed_out, qemu_rc, results, booted, done, rc, out)
+    return GuestRun.of(console, seconds, timed_out, qemu_rc)
+
+
+def parsed(console: str):
+    c = parse_console(console)
+    return c.results, c.booted, c.done, c.command_rc, c.command_output
 
 
 SUITE = """\
@@ -27,7 +31,7 @@ SUITE = """\
 
 
 def test_results_and_outputs():
-    results, booted, done, rc, out = parse_console(SUITE)
+    results, booted, done, rc, out = parsed(SUITE)
     assert booted and done
     assert rc is None and out == ""
     assert [(r.name, r.verdict) for r in results] == [
@@ -62,7 +66,7 @@ def test_crlf_and_interleaved_kernel_messages():
                "@@SPMU TEST a FAIL broke\r\n"
                "@@SPMU TEST b PASS fine\r\n"
                "@@SPMU DONE\r\n")
-    results, booted, done, _, _ = parse_console(console)
+    results, booted, done, _, _ = parsed(console)
     assert booted and done
     a, b = results
     assert (a.name, a.verdict, a.detail, a.output) == ("a", "FAIL", "broke",
@@ -124,7 +128,7 @@ def test_done_without_results_is_not_ok():
 def test_command_mode():
     console = ("[ 0.1] boot\n@@SPMU BOOTED release=x\n@@SPMU CMD-BEGIN\n"
                "hello\r\n  indented @@ text\n@@SPMU CMD-END rc=3\n")
-    results, booted, done, rc, out = parse_console(console)
+    results, booted, done, rc, out = parsed(console)
     assert results == [] and booted and not done
     assert rc == 3
     assert out == "hello\n  indented @@ text"
@@ -158,3 +162,62 @@ def test_qemu_command_line_params_and_pauth(monkeypatch, tmp_path):
                         params="spmu.stress_cycles=50")
     assert argv[argv.index("-append") + 1].endswith("spmu.mode=test spmu.stress_cycles=50")
     assert argv[argv.index("-cpu") + 1] == "max,pauth-impdef=on"
+
+
+CLEAN = SUITE.replace("load FAIL", "load PASS")
+
+
+def test_panic_after_done_fails_the_run():
+    """DONE was printed, then the kernel crashed (powering off, or a late timer): the scan
+    goes on to the end of the console and the run fails."""
+    assert run_of(CLEAN).ok  # the same console without the crash is clean
+    console = (CLEAN + "[   99.1] Unable to handle kernel paging request at virtual address dead\n"
+               "[   99.2] Kernel panic - not syncing: Oops: Fatal exception\n")
+    run = run_of(console)
+    assert run.done and run.results and not run.ok
+    problem = run.problem()
+    assert problem is not None and "although the run reached its end" in problem
+    assert "Unable to handle kernel paging request" in problem
+
+
+def test_oops_in_the_dmesg_dump_fails_the_run():
+    console = CLEAN.replace("[    1.0] something",
+                            "[    1.0] BUG: sleeping function called from invalid context")
+    run = run_of(console)
+    assert not run.ok and "BUG: sleeping function" in (run.problem() or "")
+
+
+def test_crash_words_in_test_or_command_output_are_not_a_crash():
+    # The guest's own lines (a test's detail or output) and a command's output may name
+    # these words; only the kernel's lines count.
+    console = CLEAN.replace("kernel-log-clean PASS", "kernel-log-clean PASS no Oops or BUG:")
+    console = console.replace("@@SPMU DONE", "@@SPMU OUT x | Kernel panic quoted\n@@SPMU DONE")
+    assert run_of(console).ok
+    cmd = "@@SPMU BOOTED\n@@SPMU CMD-BEGIN\necho Kernel panic is a word\n@@SPMU CMD-END rc=0\n"
+    assert run_of(cmd).problem() is None
+    # A kernel line (printk's timestamp) inside the command's output is the kernel's.
+    crashed = cmd.replace("@@SPMU CMD-END", "[    3.0] Kernel panic - not syncing\n@@SPMU CMD-END")
+    assert qemu.crash_lines(crashed) == ["[    3.0] Kernel panic - not syncing"]
+    assert "Kernel panic - not syncing" in (run_of(crashed).problem() or "")
+
+
+def test_wall_time_per_test_from_line_arrival():
+    console = ("[ 0.1] boot\n@@SPMU BOOTED release=x\n@@SPMU TEST a PASS\n"
+               "@@SPMU OUT b | x\n@@SPMU TEST b FAIL x\n@@SPMU TEST c SKIP\n@@SPMU DONE\n")
+    times = [1.0, 2.0, 5.5, 6.0, 9.0, 9.25, 9.5]
+    results = parse_console(console, times).results
+    assert [(r.name, r.seconds) for r in results] == [("a", 3.5), ("b", 3.5), ("c", 0.25)]
+    assert [r.seconds for r in parse_console(console).results] == [None, None, None]
+
+
+def test_read_console_stamps_lines_as_they_come():
+    lines, times, err, rc = qemu.read_console(
+        ["sh", "-c", "echo one; sleep 0.5; echo two; echo oops >&2; exit 3"], timeout=10)
+    assert lines == ["one\n", "two\n"] and err == "oops\n" and rc == 3
+    assert 0.4 < times[1] - times[0] < 5
+
+
+def test_read_console_kills_at_timeout():
+    lines, times, _, rc = qemu.read_console(["sh", "-c", "echo started; exec sleep 30"],
+                                            timeout=0.5)
+    assert rc is None and lines == ["started\n"] and len(times) == 1

@@ -23,7 +23,12 @@ while [ $i -lt $cycles ]; do
 	rmmod $MOD || fail "unload $i failed"
 	i=$((i + 1))
 done
-# Each reader saw both: reads that worked while loaded, SIGILL while not.
+# Each reader was still reading when the last cycle ended (one that stopped early proves
+# nothing after): pmuspin prints only as it ends. Then each saw both: reads that worked
+# while loaded, SIGILL while not.
+for c in $(seq 0 $(($(nproc) - 1))); do
+	[ -s /tmp/spin.$c ] && fail "reader on cpu$c ended before the last cycle: $(cat /tmp/spin.$c)"
+done
 kill $pids
 c=0
 for p in $pids; do

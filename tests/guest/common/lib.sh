@@ -26,6 +26,19 @@ log_since() {
 	dmesg | sed -n "/$_mark/,\$p" | sed 1d
 }
 
+# nonroot_refused FILE VALUE: writing VALUE to FILE as uid 65534 is refused by the
+# kernel. runas must first show it can run a command as that user: a runas that cannot
+# drop privileges, or cannot exec, fails too, and that must not pass for a refusal.
+nonroot_refused() {
+	_who=$(runas 65534 /bin/sh -c 'id -u' 2>&1) || fail "runas cannot run a command as uid 65534: $_who"
+	[ "$_who" = 65534 ] || fail "runas 65534 ran 'id -u' as '$_who'"
+	_err=${TMPDIR:-/tmp}/runas.err
+	runas 65534 /bin/sh -c "echo $2 > $1" 2>"$_err" && fail "non-root wrote $1"
+	# The shell's own message for the refused open names the file.
+	grep -qF "$1: Permission denied" "$_err" ||
+		fail "non-root write of $1 failed otherwise: $(cat "$_err")"
+}
+
 # CPU $1's published counter for cycles (slot 0) or the k-th event (slot k).
 published() {
 	if [ "$2" -eq 0 ]; then

@@ -1,0 +1,284 @@
+"""Checks inside the guest scripts, run on the host against fakes of what they call: each
+must fail when what it guards is broken (a guest run only ever shows the unbroken case).
+
+The scripts are POSIX sh for busybox; bash --posix runs these parts the same way. They are
+staged the way the guest's init stages them, with lib.sh's SYSFS pointed at a directory
+under tmp_path.
+"""
+
+import os
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+GUEST = Path(__file__).resolve().parents[2] / "tests" / "guest"
+SYSFS_LINE = "SYSFS=/sys/devices/system/simple-pmu/simple-pmu0\n"
+
+pytestmark = pytest.mark.skipif(shutil.which("bash") is None, reason="needs bash")
+
+
+def stage(tmp: Path) -> Path:
+    """lib.sh as /tests/lib.sh, with SYSFS under tmp; returns the fake bin directory."""
+    lib = (GUEST / "common" / "lib.sh").read_text()
+    assert SYSFS_LINE in lib, "lib.sh no longer sets SYSFS where this harness expects"
+    (tmp / "sysfs").mkdir()
+    (tmp / "lib.sh").write_text(lib.replace(SYSFS_LINE, f"SYSFS={tmp / 'sysfs'}\n"))
+    (tmp / "bin").mkdir()
+    return tmp / "bin"
+
+
+def fake(bindir: Path, name: str, body: str) -> None:
+    exe = bindir / name
+    exe.write_text("#!/bin/sh\n" + body)
+    exe.chmod(0o755)
+
+
+def run(tmp: Path, code: str) -> subprocess.CompletedProcess[str]:
+    env = {"PATH": f"{tmp / 'bin'}:/usr/bin:/bin", "TMPDIR": str(tmp), "HOME": str(tmp)}
+    return subprocess.run(["bash", "--posix", "-c", code], capture_output=True, text=True,
+                          env=env, cwd=tmp, timeout=30)
+
+
+def run_script(tmp: Path, rel: str) -> subprocess.CompletedProcess[str]:
+    return run_script_text(tmp, (GUEST / rel).read_text())
+
+
+def run_script_text(tmp: Path, text: str) -> subprocess.CompletedProcess[str]:
+    """The script as init runs it, sourcing the staged lib.sh."""
+    assert ". /tests/lib.sh\n" in text
+    return run(tmp, text.replace(". /tests/lib.sh\n", f". {tmp / 'lib.sh'}\n"))
+
+
+# --- nonroot_refused (38-sysfs-bad-input) -------------------------------------------------
+
+# A runas that drops privileges: `id -u` says 65534, and the kernel refuses the write with
+# the message busybox sh prints for a failed redirection.
+RUNAS_OK = """\
+[ "$4" = 'id -u' ] && { echo 65534; exit 0; }
+echo "/bin/sh: can't create ${4##*> }: Permission denied" >&2
+exit 1
+"""
+# A runas that fails by itself, with "Permission denied" in its message.
+RUNAS_CANNOT_EXEC = 'echo "runas: exec: Permission denied" >&2\nexit 127\n'
+# A runas that does not drop privileges at all: the write goes through.
+RUNAS_NO_DROP = """\
+[ "$4" = 'id -u' ] && { echo 0; exit 0; }
+exec /bin/sh -c "$4"
+"""
+# The check 38-sysfs-bad-input made before: fooled by RUNAS_CANNOT_EXEC.
+OLD_CHECK = """\
+runas 65534 /bin/sh -c "echo 1 > $SYSFS/ring" 2>/tmp/x.err && fail "non-root wrote ring"
+grep -q 'Permission denied' /tmp/x.err || fail "failed otherwise"
+echo old-check-passed
+"""
+
+
+def nonroot(tmp: Path, runas: str, old: bool = False) -> subprocess.CompletedProcess[str]:
+    bindir = stage(tmp)
+    fake(bindir, "runas", runas)
+    (tmp / "sysfs" / "ring").write_text("3\n")
+    code = (OLD_CHECK.replace("/tmp/", f"{tmp}/") if old
+            else 'nonroot_refused $SYSFS/ring 3 && echo refused-checked')
+    return run(tmp, f". {tmp / 'lib.sh'}\n{code}")
+
+
+def test_nonroot_refused_passes_on_a_real_refusal(tmp_path):
+    r = nonroot(tmp_path, RUNAS_OK)
+    assert r.returncode == 0 and "refused-checked" in r.stdout, r.stdout + r.stderr
+
+
+def test_nonroot_refused_fails_when_runas_itself_fails(tmp_path):
+    r = nonroot(tmp_path, RUNAS_CANNOT_EXEC)
+    assert r.returncode == 1
+    assert "runas cannot run a command as uid 65534" in r.stdout
+    # What the guest checked before passed here: runas's own failure read as a refusal.
+    (tmp_path / "old").mkdir()
+    old = nonroot(tmp_path / "old", RUNAS_CANNOT_EXEC, old=True)
+    assert old.returncode == 0 and "old-check-passed" in old.stdout
+
+
+def test_nonroot_refused_fails_when_runas_does_not_drop(tmp_path):
+    r = nonroot(tmp_path, RUNAS_NO_DROP)
+    assert r.returncode == 1 and "ran 'id -u' as '0'" in r.stdout
+
+
+def test_nonroot_refused_fails_when_the_write_goes_through(tmp_path):
+    r = nonroot(tmp_path, RUNAS_OK.replace('echo "/bin/sh', "exec /bin/sh -c \"$4\" #"))
+    assert r.returncode == 1 and "non-root wrote" in r.stdout, r.stdout + r.stderr
+
+
+# --- 28-python-bench ----------------------------------------------------------------------
+
+BENCH = """\
+driver cycles (_native.driver_cycles())    612.0 ns/call
+time.perf_counter_ns()                      695.5 ns/call
+loop alone                                  101.2 ns/iteration
+ratio 0.88 (read / time.perf_counter_ns(), loop included; goal <= 1.5; fastest of 3 x 100000 calls)
+"""
+
+
+def bench(tmp: Path, output: str, rc: int = 0) -> subprocess.CompletedProcess[str]:
+    bindir = stage(tmp)
+    (tmp / "bench.out").write_text(output)
+    fake(bindir, "simple-pmu", f'cat "{tmp / "bench.out"}"\nexit {rc}\n')
+    return run_script(tmp, "arm64/28-python-bench.sh")
+
+
+def test_bench_passes_on_a_sane_ratio(tmp_path):
+    r = bench(tmp_path, BENCH)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert r.stdout.strip().splitlines()[-1].startswith("ratio 0.88 (")
+
+
+@pytest.mark.parametrize(("output", "why"), [
+    (BENCH.replace("ratio 0.88", "ratio 0.00"), "not in (0, 3)"),
+    (BENCH.replace("ratio 0.88", "ratio 41.30"), "not in (0, 3)"),
+    (BENCH.replace("ratio 0.88", "ratio nan"), "want one 'ratio N.NN (' line"),
+    (BENCH.replace("ratio 0.88 (", "ratio: see above ("), "want one 'ratio N.NN (' line"),
+    ("\n".join(BENCH.splitlines()[:3]) + "\n", "want one 'ratio N.NN (' line"),
+    (BENCH.replace("driver cycles (_native.driver_cycles())",
+                   "timer (_native.tsc(); no counter backend usable)"), "did not read the driver"),
+], ids=["zero", "too-slow", "nan", "word-only", "no-ratio", "timer"])
+def test_bench_fails_on_a_broken_result(tmp_path, output, why):
+    r = bench(tmp_path, output)
+    assert r.returncode == 1 and why in r.stdout, r.stdout + r.stderr
+
+
+def test_bench_fails_when_bench_fails(tmp_path):
+    r = bench(tmp_path, BENCH, rc=3)
+    assert r.returncode == 1 and "simple-pmu bench exit 3" in r.stdout
+
+
+# --- no test clears the kernel log ------------------------------------------------------
+
+# `dmesg -c`/`-C` (or klogctl clearing) would erase a WARNING before kernel-log-clean looks.
+_CLEARS = re.compile(r"\bdmesg\b[^|;&\n]*\s(-[a-zA-Z]*[cC][a-zA-Z]*|--clear|--read-clear)\b"
+                     r"|klogctl\s*\(\s*[45]\b|SYSLOG_ACTION_CLEAR")
+
+
+def log_clearing_lines(root: Path) -> list[str]:
+    found = []
+    for path in sorted(root.rglob("*")):
+        if path.suffix in (".sh", ".py", ".c") or path.name == "init":
+            for n, line in enumerate(path.read_text(errors="replace").splitlines(), 1):
+                if not line.lstrip().startswith(("#", "//", "/*", "*")) and _CLEARS.search(line):
+                    found.append(f"{path.relative_to(root)}:{n}: {line.strip()}")
+    return found
+
+
+def test_no_guest_test_clears_the_kernel_log():
+    assert log_clearing_lines(GUEST) == []
+
+
+@pytest.mark.parametrize("line", ["dmesg -c >/dev/null", "dmesg -C", "out=$(dmesg -rc)",
+                                  "dmesg --clear", "klogctl(5, NULL, 0);"])
+def test_log_clearing_is_found(tmp_path, line):
+    shutil.copytree(GUEST / "common", tmp_path / "common")
+    (tmp_path / "common" / "50-x.sh").write_text(f". /tests/lib.sh\n{line}\n")
+    assert [f.split(": ", 1)[1] for f in log_clearing_lines(tmp_path)] == [line]
+
+
+def test_reading_the_log_is_not_clearing_it(tmp_path):
+    (tmp_path / "a.sh").write_text("dmesg | grep -c x\ndmesg | tail -n 3\n"
+                                   "msg=$(dmesg | grep 'simple-pmu:' | tail -n 1)\n")
+    assert log_clearing_lines(tmp_path) == []
+
+
+def test_fake_bin_is_used(tmp_path):
+    # The harness's PATH puts the fakes first (else these tests would call real tools).
+    bindir = stage(tmp_path)
+    fake(bindir, "runas", "echo fake\n")
+    assert run(tmp_path, "runas").stdout == "fake\n"
+    assert os.access(bindir / "runas", os.X_OK)
+
+
+# --- arm64-stress/10-load-unload-cycles: the readers' reports -----------------------------
+
+# A reader as pmuspin is: reads until SIGTERM, then prints its counts (from a file here).
+PMUSPIN = """\
+trap 'cat "$TMPDIR/spin-out.$1"; exit $(cat "$TMPDIR/spin-rc.$1")' TERM
+[ -e "$TMPDIR/spin-quit.$1" ] && { cat "$TMPDIR/spin-out.$1"; exit 0; }
+while :; do sleep 0.02; done
+"""
+PMUREAD_TRAPS = 'echo "cpu0 result=sigill"\necho "cpu1 result=sigill"\n'
+
+
+def stress(tmp: Path, readers: dict[int, str], rc: dict[int, int] | None = None,
+           quit_early: tuple[int, ...] = ()) -> subprocess.CompletedProcess[str]:
+    bindir = stage(tmp)
+    for name in ("modprobe", "rmmod"):
+        fake(bindir, name, "exit 0\n")
+    fake(bindir, "dmesg", "exit 0\n")
+    fake(bindir, "nproc", "echo 2\n")
+    fake(bindir, "pmuspin", PMUSPIN)
+    fake(bindir, "pmuread", PMUREAD_TRAPS)
+    for cpu, out in readers.items():
+        (tmp / f"spin-out.{cpu}").write_text(out + "\n")
+        (tmp / f"spin-rc.{cpu}").write_text(f"{(rc or {}).get(cpu, 0)}\n")
+    for cpu in quit_early:
+        (tmp / f"spin-quit.{cpu}").touch()
+    # The fake load/unload takes a moment, as the real one does: readers have started.
+    fake(bindir, "rmmod", "sleep 0.05\n")
+    (tmp / "cmdline").write_text("console=ttyAMA0 spmu.mode=test spmu.stress_cycles=3\n")
+    text = (GUEST / "arm64-stress" / "10-load-unload-cycles.sh").read_text()
+    assert text.count("/proc/cmdline") == 1 and "/tmp/spin." in text
+    staged = text.replace("/proc/cmdline", str(tmp / "cmdline")).replace(
+        "/tmp/spin.", f"{tmp}/spin.")
+    return run_script_text(tmp, staged)
+
+
+def test_stress_passes_when_every_reader_saw_both(tmp_path):
+    r = stress(tmp_path, {0: "ok=5 sigill=7", 1: "ok=3 sigill=2"})
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "3 load/unload cycles with 2 readers (ok=5 sigill=7 on cpu0)" in r.stdout
+
+
+@pytest.mark.parametrize(("readers", "rc", "early", "why"), [
+    ({0: "ok=5 sigill=7", 1: "ok=0 sigill=9"}, None, (), "reader on cpu1: 'ok=0 sigill=9'"),
+    ({0: "ok=5 sigill=0", 1: "ok=3 sigill=2"}, None, (), "reader on cpu0: 'ok=5 sigill=0'"),
+    ({0: "ok=5 sigill=7", 1: ""}, None, (), "reader on cpu1: ''"),
+    ({0: "ok=5 sigill=7", 1: "ok=3 sigill=2"}, {1: 2}, (), "reader on cpu1 ended with status 2"),
+    ({0: "ok=5 sigill=7", 1: "ok=3 sigill=2"}, None, (0,),
+     "reader on cpu0 ended before the last cycle: ok=5 sigill=7"),
+], ids=["no-reads", "no-sigill", "silent", "status", "ended-early"])
+def test_stress_fails_on_a_reader_that_did_not_see_both(tmp_path, readers, rc, early, why):
+    r = stress(tmp_path, readers, rc, early)
+    assert r.returncode == 1 and why in r.stdout, r.stdout + r.stderr
+
+
+# --- common/99-kernel-log-clean ------------------------------------------------------------
+
+CLEAN_LOG = """\
+[    0.000000] Booting Linux on physical CPU 0x0000000000 [0x000f0510]
+[    3.141592] simple-pmu: loaded: user access on 2 CPUs, ring 3
+[    9.000000] spmu-mark-123-8.99
+"""
+
+
+def log_clean(tmp: Path, log: str) -> subprocess.CompletedProcess[str]:
+    bindir = stage(tmp)
+    (tmp / "dmesg.out").write_text(log)
+    fake(bindir, "dmesg", f'cat "{tmp / "dmesg.out"}"\n')
+    return run_script(tmp, "common/99-kernel-log-clean.sh")
+
+
+def test_kernel_log_clean_passes_on_a_clean_log(tmp_path):
+    r = log_clean(tmp_path, CLEAN_LOG)
+    assert r.returncode == 0 and "no WARNING, BUG or Oops" in r.stdout, r.stdout + r.stderr
+
+
+@pytest.mark.parametrize("line", [
+    "[   12.5] WARNING: CPU: 1 PID: 77 at drivers/common/counters.c:80 spmu_check+0x1c/0x90",
+    "[   12.5] BUG: sleeping function called from invalid context at kernel/locking/mutex.c:580",
+    "[   12.5] Internal error: Oops: 0000000096000004 [#1] PREEMPT SMP",
+    "[   12.5] Unable to handle kernel NULL pointer dereference at virtual address 0",
+    "[   12.5] Call trace:",
+    "[   12.5] rcu: INFO: rcu_preempt detected stalls on CPUs/tasks:",
+    "[   12.5] INFO: task modprobe:88 blocked for more than 120 seconds.",
+])
+def test_kernel_log_clean_fails_on_a_warning(tmp_path, line):
+    r = log_clean(tmp_path, CLEAN_LOG + line + "\n")
+    assert r.returncode == 1 and "FAIL: kernel log:" in r.stdout and line in r.stdout
