@@ -147,10 +147,10 @@ def tree_vermagic(kdir: Path, config: dict[str, str], arch: str) -> str:
     except (OSError, subprocess.TimeoutExpired) as e:
         raise TreeError(f"{cpp[0]}: {e}") from None
     if proc.returncode != 0:
-        err = [ln for ln in proc.stderr.splitlines() if ln.strip()]
+        errors = [ln.strip() for ln in proc.stderr.splitlines() if "error:" in ln]
         raise TreeError(f"{kdir}: {' '.join(cpp)} could not expand VERMAGIC_STRING of "
                         f"{found[0]}/include/linux/vermagic.h: "
-                        f"{err[-1] if err else f'exit {proc.returncode}'}")
+                        f"{errors[0] if errors else f'exit {proc.returncode}'}")
     return _c_string(proc.stdout, kdir)
 
 
