@@ -226,3 +226,31 @@ def test_export_for_named_modules_only(tmp_path):
     assert modverify.check(synthetic(["kvm_only"], name="kvm_intel"), t).ok
     r = modverify.check(synthetic(["kvm_only"]), t)
     assert r.problems == ["m.ko: kvm_only is exported by 6.1.0-9-x only to kvm, kvm-intel"]
+
+
+def fake_module(tmp_path: Path, vermagic: str) -> Path:
+    """A relocatable object with a .modinfo: enough of a .ko for modverify's reader."""
+    src = tmp_path / "m.c"
+    src.write_text('static const char modinfo[] __attribute__((used, section(".modinfo"))) = '
+                   f'"vermagic={vermagic}\\0license=GPL\\0name=m";\n')
+    ko = tmp_path / "m.ko"
+    subprocess.run(["gcc", "-c", "-o", str(ko), str(src)], check=True)
+    return ko
+
+
+@pytest.mark.parametrize(("header", "ok"), [("6.1", True), ("6.12", False)])
+def test_script_on_rt_tree(tmp_path, header, ok):
+    """The standalone script, as DKMS runs it, on an RT tree whose 6.1-style vermagic.h says
+    "preempt": accepted; the same module against a 6.12-style header (preempt_rt) refused."""
+    kdir = make_debian_tree(tmp_path / "t", {**BASE, "CONFIG_X86_64": "y", **RT},
+                            release="6.1.0-9-rt-amd64", header=header)
+    ko = fake_module(tmp_path, "6.1.0-9-rt-amd64 SMP preempt mod_unload ")
+    proc = run_script("--kdir", str(kdir), str(ko), cwd=tmp_path)
+    assert "Traceback" not in proc.stderr
+    if ok:
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+    else:
+        assert proc.returncode == 1
+        assert ("m.ko: vermagic '6.1.0-9-rt-amd64 SMP preempt mod_unload ' differs from the "
+                "target's '6.1.0-9-rt-amd64 SMP preempt_rt mod_unload ' (kernel configuration "
+                "differs)") in proc.stderr
