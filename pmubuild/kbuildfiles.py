@@ -1,14 +1,26 @@
-"""Read what a kernel build tree says about itself: .config, release, Module.symvers.
+"""Read what a kernel build tree says about itself: .config, release, Module.symvers,
+the vermagic its own headers give a module.
 
-Standard library only: compat.py and modverify.py import it, and DKMS runs both as plain
-scripts from the package's directory on a user's machine.
+Standard library only (plus a C preprocessor for vermagic): compat.py and modverify.py
+import it, and DKMS runs both as plain scripts from the package's directory on a user's
+machine.
 """
 
 import re
+import shutil
+import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
 ARCH_BY_CONFIG = (("CONFIG_ARM64", "arm64"), ("CONFIG_X86_64", "amd64"))
+SRCARCH = {"amd64": "x86", "arm64": "arm64"}
+# -undef drops the host compiler's own predefines (a host x86_64 gcc expanding an arm64
+# tree's headers); kbuild's compiler for that arch would define these.
+ARCH_PREDEFINES = {"amd64": ("__x86_64__",), "arm64": ("__aarch64__",)}
+PREPROCESSORS = (("gcc", "-E"), ("cc", "-E"), ("cpp",), ("clang", "-E"))
+# What kbuild's *.mod.c does before it expands VERMAGIC_STRING into MODULE_INFO(vermagic).
+VERMAGIC_PROBE = "#include <linux/vermagic.h>\nVERMAGIC_STRING\n"
+_C_STRING = re.compile(r'"((?:[^"\\\n]|\\.)*)"')
 _CONFIG_LINE = re.compile(r"^(CONFIG_[A-Z0-9_]+)=(.*)$")
 
 
@@ -103,3 +115,74 @@ def source_roots(kdir: Path) -> list[Path]:
             if "$" not in m.group(1) and src.is_dir():
                 roots.append(src.resolve())
     return roots
+
+
+def tree_vermagic(kdir: Path, config: dict[str, str], arch: str) -> str:
+    """The vermagic a module built against kdir carries: VERMAGIC_STRING of the tree's own
+    include/linux/vermagic.h, expanded by the C preprocessor with the tree's generated
+    headers (autoconf.h, utsrelease.h) and arch headers, as kbuild's *.mod.c expands it."""
+    roots = source_roots(kdir)
+    found = [r for r in roots if (r / "include" / "linux" / "vermagic.h").is_file()]
+    if not found:
+        raise TreeError(f"{kdir}: no include/linux/vermagic.h in {', '.join(map(str, roots))}"
+                        ": cannot tell which vermagic this kernel expects")
+    autoconf = kdir / "include" / "generated" / "autoconf.h"
+    if not autoconf.is_file():
+        raise TreeError(f"{autoconf} not found: is this a prepared kernel tree "
+                        "(make modules_prepare)?")
+    cpp = next(([shutil.which(c[0]) or c[0], *c[1:]] for c in PREPROCESSORS
+                if shutil.which(c[0])), None)
+    if cpp is None:
+        raise TreeError("no C preprocessor (gcc, cc, cpp or clang) on PATH: needed to expand "
+                        f"{found[0]}/include/linux/vermagic.h")
+    kconfig = next((r / "include" / "linux" / "kconfig.h" for r in roots
+                    if (r / "include" / "linux" / "kconfig.h").is_file()), autoconf)
+    cmd = [*cpp, "-P", "-undef", "-nostdinc", "-x", "c", "-D__KERNEL__", "-DINCLUDE_VERMAGIC",
+           *(f"-D{d}" for d in ARCH_PREDEFINES[arch]), *_randstruct_flags(kdir, config),
+           *(f"-I{d}" for d in _include_dirs(roots, SRCARCH[arch])),
+           "-include", str(kconfig), "-"]
+    try:
+        proc = subprocess.run(cmd, input=VERMAGIC_PROBE, capture_output=True, text=True,
+                              timeout=60)
+    except (OSError, subprocess.TimeoutExpired) as e:
+        raise TreeError(f"{cpp[0]}: {e}") from None
+    if proc.returncode != 0:
+        errors = [ln.strip() for ln in proc.stderr.splitlines() if "error:" in ln]
+        raise TreeError(f"{kdir}: {' '.join(cpp)} could not expand VERMAGIC_STRING of "
+                        f"{found[0]}/include/linux/vermagic.h: "
+                        f"{errors[0] if errors else f'exit {proc.returncode}'}")
+    return _c_string(proc.stdout, kdir)
+
+
+def _include_dirs(roots: list[Path], srcarch: str) -> list[Path]:
+    """kbuild's LINUXINCLUDE order: arch headers first, then include/, each over every
+    root (the flavour's build tree holds generated headers, -common the sources)."""
+    arch_dirs = ("include", "include/generated", "include/uapi", "include/generated/uapi")
+    dirs = [r / "arch" / srcarch / d for d in arch_dirs for r in roots]
+    dirs += [r / d for d in ("include", "include/uapi", "include/generated/uapi") for r in roots]
+    return [d for d in dirs if d.is_dir()]
+
+
+def _randstruct_flags(kdir: Path, config: dict[str, str]) -> list[str]:
+    """RANDSTRUCT[_PLUGIN] come from the compiler command line, not the config; the seed's
+    hash from a generated header (included by vermagic.h before 6.x, by the Makefile after)."""
+    if "y" not in (config.get("CONFIG_RANDSTRUCT"), config.get("CONFIG_GCC_PLUGIN_RANDSTRUCT")):
+        return []
+    flags = ["-DRANDSTRUCT", "-DRANDSTRUCT_PLUGIN"]
+    for name in ("randstruct_hash.h", "randomize_layout_hash.h"):
+        if (kdir / "include" / "generated" / name).is_file():
+            flags += ["-include", str(kdir / "include" / "generated" / name)]
+    return flags
+
+
+def _c_string(text: str, kdir: Path) -> str:
+    """Adjacent C string literals joined; anything else left means a macro the tree's
+    headers did not define."""
+    rest = _C_STRING.sub(" ", text).split()
+    if rest:
+        raise TreeError(f"{kdir}: VERMAGIC_STRING did not expand to a string: "
+                        f"{' '.join(rest)[:120]!r} is left undefined by the tree's headers")
+    parts = _C_STRING.findall(text)
+    if not parts:
+        raise TreeError(f"{kdir}: VERMAGIC_STRING expanded to nothing")
+    return "".join(p.encode().decode("unicode_escape") for p in parts)

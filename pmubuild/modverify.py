@@ -7,7 +7,8 @@ against the target's Module.symvers (GPL-only and namespaced exports, exports re
 named modules), the CRCs in __versions, symbols we never use, and the appended signature
 (signer, hash, key id; with a certificate, verified offline with openssl).
 
-Standalone on purpose: python3 and pyelftools only (plus openssl to verify a signature), so
+Standalone on purpose: python3 and pyelftools only (plus the C preprocessor to expand the
+target's vermagic.h, openssl to verify a signature), so
 DKMS runs it on a user's machine after each build (POST_BUILD):
     python3 modverify.py --kdir /lib/modules/$(uname -r)/build simple-pmu.ko
 """
@@ -27,7 +28,15 @@ from elftools.elf.elffile import ELFFile
 from elftools.elf.sections import SymbolTableSection
 
 try:
-    from .kbuildfiles import Export, TreeError, read_config, read_symvers, tree_arch, tree_release
+    from .kbuildfiles import (
+        Export,
+        TreeError,
+        read_config,
+        read_symvers,
+        tree_arch,
+        tree_release,
+        tree_vermagic,
+    )
 except ImportError:  # run as a plain script from its directory (DKMS POST_BUILD)
     from kbuildfiles import (  # type: ignore[no-redef,import-not-found,unused-ignore]
         Export,
@@ -36,6 +45,7 @@ except ImportError:  # run as a plain script from its directory (DKMS POST_BUILD
         read_symvers,
         tree_arch,
         tree_release,
+        tree_vermagic,
     )
 
 SIG_MAGIC = b"~Module signature appended~\n"
@@ -155,36 +165,12 @@ def load_target(kdir: Path) -> Target:
 
 
 def expected_vermagic(t: Target) -> str:
-    """include/linux/vermagic.h for this .config (RT before PREEMPT_BUILD, as there)."""
-    c = t.config
-    parts = [t.release + " "]
-    parts.append("SMP " if c.get("CONFIG_SMP") == "y" else "")
-    if c.get("CONFIG_PREEMPT_RT") == "y":
-        parts.append("preempt_rt ")
-    elif c.get("CONFIG_PREEMPT_BUILD") == "y" or c.get("CONFIG_PREEMPT") == "y":
-        parts.append("preempt ")
-    parts.append("mod_unload " if c.get("CONFIG_MODULE_UNLOAD") == "y" else "")
-    parts.append("modversions " if t.modversions else "")
-    if t.arch == "arm64":
-        parts.append("aarch64")
-    else:  # MODULE_PROC_FAMILY: the x86_64 CPU choices (GENERIC_CPU adds nothing)
-        families = (("CONFIG_MK8", "K8 "), ("CONFIG_MPSC", "P4SSE2 "),
-                    ("CONFIG_MCORE2", "CORE2 "), ("CONFIG_MATOM", "ATOM "))
-        parts.append(next((s for k, s in families if c.get(k) == "y"), ""))
-    if c.get("CONFIG_RANDSTRUCT") == "y" or c.get("CONFIG_GCC_PLUGIN_RANDSTRUCT") == "y":
-        parts.append(" RANDSTRUCT_" + _randstruct_hash(t))
-    return "".join(parts)
-
-
-def _randstruct_hash(t: Target) -> str:
-    for rel in ("include/generated/randstruct_hash.h",
-                "include/generated/randomize_layout_hash.h"):
-        p = t.path / rel
-        if p.exists():
-            for word in p.read_text().split():
-                if len(word) >= 32 and all(ch in "0123456789abcdef\"" for ch in word):
-                    return word.strip('"')
-    raise VerifyError(f"{t.path}: RANDSTRUCT kernel without include/generated/randstruct_hash.h")
+    """VERMAGIC_STRING as the target tree's own include/linux/vermagic.h expands it: the
+    rules (which preempt word wins, the arch suffix) differ between releases and flavours."""
+    try:
+        return tree_vermagic(t.path, t.config, t.arch)
+    except TreeError as e:
+        raise VerifyError(str(e)) from None
 
 
 def split_signature(data: bytes) -> tuple[bytes, bytes, Signature | None]:

@@ -1,5 +1,6 @@
-"""modverify's parts that need no kernel tree: vermagic from .config, the signature trailer
-and its PKCS#7, the command line, and that it runs standalone (DKMS POST_BUILD)."""
+"""modverify's parts that need no real kernel tree: vermagic from a hand-made tree's own
+vermagic.h, the signature trailer and its PKCS#7, the command line, and that it runs
+standalone (DKMS POST_BUILD)."""
 
 import os
 import struct
@@ -12,35 +13,93 @@ import pytest
 from pmubuild import modverify, signing
 from pmubuild.kbuildfiles import Export, read_symvers
 
+from .kdir_fixtures import make_debian_tree
 from .test_compat import imported_names
 
 MODVERIFY_PY = Path(modverify.__file__)
 
 
-def target(arch: str, **config: str) -> modverify.Target:
-    base = {"CONFIG_SMP": "y", "CONFIG_MODULE_UNLOAD": "y",
-            {"arm64": "CONFIG_ARM64", "amd64": "CONFIG_X86_64"}[arch]: "y"}
-    return modverify.Target(Path("/t"), arch, "6.1.0-9-x", {**base, **config}, {})
+BASE = {"CONFIG_SMP": "y", "CONFIG_MODULE_UNLOAD": "y"}
+ARCH_CONFIG = {"arm64": "CONFIG_ARM64", "amd64": "CONFIG_X86_64"}
 
 
-@pytest.mark.parametrize(("arch", "config", "want"), [
-    ("amd64", {"CONFIG_PREEMPT_BUILD": "y", "CONFIG_MODVERSIONS": "y"},
+def target(root: Path, arch: str, header: str = "6.1", **config: str) -> modverify.Target:
+    """A Debian-like split tree with that config, loaded as modverify loads a --kdir."""
+    kdir = make_debian_tree(root, {**BASE, ARCH_CONFIG[arch]: "y", **config},
+                            release="6.1.0-9-x", header=header)
+    return modverify.load_target(kdir)
+
+
+RT = {"CONFIG_PREEMPT_RT": "y", "CONFIG_PREEMPT_BUILD": "y"}
+
+
+@pytest.mark.parametrize(("arch", "header", "config", "want"), [
+    ("amd64", "6.1", {"CONFIG_PREEMPT_BUILD": "y", "CONFIG_MODVERSIONS": "y"},
      "6.1.0-9-x SMP preempt mod_unload modversions "),
-    ("arm64", {"CONFIG_MODVERSIONS": "y"}, "6.1.0-9-x SMP mod_unload modversions aarch64"),
-    ("arm64", {"CONFIG_PREEMPT_BUILD": "y"}, "6.1.0-9-x SMP preempt mod_unload aarch64"),
-    ("amd64", {"CONFIG_PREEMPT_RT": "y", "CONFIG_PREEMPT_BUILD": "y"},
-     "6.1.0-9-x SMP preempt_rt mod_unload "),
-    ("amd64", {"CONFIG_PREEMPT": "y", "CONFIG_MCORE2": "y"},
-     "6.1.0-9-x SMP preempt mod_unload CORE2 "),
-    ("amd64", {"CONFIG_SMP": "n", "CONFIG_MODULE_UNLOAD": "n"}, "6.1.0-9-x "),
+    ("arm64", "6.1", {"CONFIG_MODVERSIONS": "y"}, "6.1.0-9-x SMP mod_unload modversions aarch64"),
+    ("arm64", "6.1", {"CONFIG_PREEMPT_BUILD": "y"}, "6.1.0-9-x SMP preempt mod_unload aarch64"),
+    # An RT kernel whose vermagic.h tests PREEMPT_BUILD first (6.1) says "preempt": the old
+    # rule copied from a newer header expected "preempt_rt" and refused a loadable module.
+    ("amd64", "6.1", RT, "6.1.0-9-x SMP preempt mod_unload "),
+    ("arm64", "6.1", RT, "6.1.0-9-x SMP preempt mod_unload aarch64"),
+    ("amd64", "6.12", RT, "6.1.0-9-x SMP preempt_rt mod_unload "),
+    ("amd64", "6.1", {"CONFIG_SMP": "n", "CONFIG_MODULE_UNLOAD": "n"}, "6.1.0-9-x "),
 ])
-def test_expected_vermagic(arch, config, want):
-    assert modverify.expected_vermagic(target(arch, **config)) == want
+def test_expected_vermagic_from_the_trees_header(tmp_path, arch, header, config, want):
+    assert modverify.expected_vermagic(target(tmp_path, arch, header, **config)) == want
 
 
-def test_randstruct_without_hash_is_an_error():
+def test_arch_header_decides_proc_family(tmp_path):
+    """x86's asm/vermagic.h: an x86_64 kernel has no MODULE_PROC_FAMILY whatever its CPU
+    choice (the old rule appended "CORE2 " for CONFIG_MCORE2)."""
+    t = target(tmp_path, "amd64", CONFIG_MCORE2="y")
+    assert modverify.expected_vermagic(t) == "6.1.0-9-x SMP mod_unload "
+
+
+def test_tree_without_vermagic_h(tmp_path):
+    kdir = make_debian_tree(tmp_path, {**BASE, "CONFIG_X86_64": "y"}, release="6.1.0-9-x",
+                            skip=("linux-headers-common/include/linux/vermagic.h",))
+    with pytest.raises(modverify.VerifyError,
+                       match=r"no include/linux/vermagic.h in .*6.1.0-9-x, .*linux-headers-common"):
+        modverify.expected_vermagic(modverify.load_target(kdir))
+
+
+def test_header_error_is_reported(tmp_path):
+    """The arch header's own #error (an x86 config with no CPU family) reaches the user."""
+    kdir = make_debian_tree(tmp_path, {**BASE, "CONFIG_X86_32": "y"}, release="6.1.0-9-x")
+    (kdir / ".config").write_text("CONFIG_X86_64=y\n")  # load_target wants a known arch
+    with pytest.raises(modverify.VerifyError,
+                       match=r"could not expand VERMAGIC_STRING .*unknown processor family"):
+        modverify.expected_vermagic(modverify.load_target(kdir))
+
+
+def test_randstruct_without_hash_is_an_error(tmp_path):
+    t = target(tmp_path, "amd64", CONFIG_RANDSTRUCT="y")
     with pytest.raises(modverify.VerifyError, match="randstruct_hash.h"):
-        modverify.expected_vermagic(target("amd64", CONFIG_RANDSTRUCT="y"))
+        modverify.expected_vermagic(t)
+
+
+def test_randstruct_hash_from_the_tree(tmp_path):
+    t = target(tmp_path, "amd64", CONFIG_RANDSTRUCT="y")
+    seed = "ab" * 32
+    (t.path / "include/generated/randstruct_hash.h").write_text(
+        f'#define RANDSTRUCT_HASHED_SEED "{seed}"\n')
+    assert modverify.expected_vermagic(t) == f"6.1.0-9-x SMP mod_unload RANDSTRUCT_{seed}"
+
+
+def test_undefined_macro_left_over(tmp_path):
+    t = target(tmp_path, "arm64")
+    common = tmp_path / "linux-headers-common"
+    (common / "arch/arm64/include/asm/vermagic.h").write_text("\n")
+    with pytest.raises(modverify.VerifyError, match="'MODULE_ARCH_VERMAGIC' is left undefined"):
+        modverify.expected_vermagic(t)
+
+
+def test_no_preprocessor(tmp_path, monkeypatch):
+    t = target(tmp_path, "amd64")
+    monkeypatch.setenv("PATH", str(tmp_path / "empty"))
+    with pytest.raises(modverify.VerifyError, match=r"no C preprocessor \(gcc, cc, cpp or clang"):
+        modverify.expected_vermagic(t)
 
 
 def test_unsigned_file_is_all_body():
@@ -137,8 +196,8 @@ def synthetic(undefined: list[str], **modinfo: str) -> modverify.Module:
     return modverify.Module(Path("m.ko"), b"", "EM_X86_64", info, undefined, {}, None)
 
 
-def exporting(*lines: str) -> modverify.Target:
-    t = target("amd64")
+def exporting(root: Path, *lines: str) -> modverify.Target:
+    t = target(root, "amd64")
     exports = {}
     for line in lines:
         crc, sym, mod, kind, ns = line.split("\t")
@@ -146,24 +205,52 @@ def exporting(*lines: str) -> modverify.Target:
     return modverify.Target(t.path, t.arch, t.release, t.config, exports)
 
 
-def test_symbol_from_a_module_needs_depends():
-    t = exporting("0x1\tarmv8_pmu_x\tdrivers/perf/arm_pmu\tEXPORT_SYMBOL_GPL\t")
+def test_symbol_from_a_module_needs_depends(tmp_path):
+    t = exporting(tmp_path, "0x1\tarmv8_pmu_x\tdrivers/perf/arm_pmu\tEXPORT_SYMBOL_GPL\t")
     assert modverify.check(synthetic(["armv8_pmu_x"], depends="arm_pmu"), t).ok
     r = modverify.check(synthetic(["armv8_pmu_x"], depends=""), t)
     assert r.problems == ["m.ko: armv8_pmu_x comes from module arm_pmu, which is not in "
                           "depends (empty)"]
 
 
-def test_namespaced_export_needs_import():
-    t = exporting("0x1\tns_sym\tvmlinux\tEXPORT_SYMBOL_GPL\tCRYPTO_INTERNAL")
+def test_namespaced_export_needs_import(tmp_path):
+    t = exporting(tmp_path, "0x1\tns_sym\tvmlinux\tEXPORT_SYMBOL_GPL\tCRYPTO_INTERNAL")
     assert modverify.check(synthetic(["ns_sym"], import_ns="CRYPTO_INTERNAL"), t).ok
     r = modverify.check(synthetic(["ns_sym"]), t)
     assert r.problems == ["m.ko: ns_sym is in namespace CRYPTO_INTERNAL, which the module "
                           "does not import (MODULE_IMPORT_NS)"]
 
 
-def test_export_for_named_modules_only():
-    t = exporting("0x0\tkvm_only\tvmlinux\tEXPORT_SYMBOL_GPL\tmodule:kvm,kvm-intel")
+def test_export_for_named_modules_only(tmp_path):
+    t = exporting(tmp_path, "0x0\tkvm_only\tvmlinux\tEXPORT_SYMBOL_GPL\tmodule:kvm,kvm-intel")
     assert modverify.check(synthetic(["kvm_only"], name="kvm_intel"), t).ok
     r = modverify.check(synthetic(["kvm_only"]), t)
     assert r.problems == ["m.ko: kvm_only is exported by 6.1.0-9-x only to kvm, kvm-intel"]
+
+
+def fake_module(tmp_path: Path, vermagic: str) -> Path:
+    """A relocatable object with a .modinfo: enough of a .ko for modverify's reader."""
+    src = tmp_path / "m.c"
+    src.write_text('static const char modinfo[] __attribute__((used, section(".modinfo"))) = '
+                   f'"vermagic={vermagic}\\0license=GPL\\0name=m";\n')
+    ko = tmp_path / "m.ko"
+    subprocess.run(["gcc", "-c", "-o", str(ko), str(src)], check=True)
+    return ko
+
+
+@pytest.mark.parametrize(("header", "ok"), [("6.1", True), ("6.12", False)])
+def test_script_on_rt_tree(tmp_path, header, ok):
+    """The standalone script, as DKMS runs it, on an RT tree whose 6.1-style vermagic.h says
+    "preempt": accepted; the same module against a 6.12-style header (preempt_rt) refused."""
+    kdir = make_debian_tree(tmp_path / "t", {**BASE, "CONFIG_X86_64": "y", **RT},
+                            release="6.1.0-9-rt-amd64", header=header)
+    ko = fake_module(tmp_path, "6.1.0-9-rt-amd64 SMP preempt mod_unload ")
+    proc = run_script("--kdir", str(kdir), str(ko), cwd=tmp_path)
+    assert "Traceback" not in proc.stderr
+    if ok:
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+    else:
+        assert proc.returncode == 1
+        assert ("m.ko: vermagic '6.1.0-9-rt-amd64 SMP preempt mod_unload ' differs from the "
+                "target's '6.1.0-9-rt-amd64 SMP preempt_rt mod_unload ' (kernel configuration "
+                "differs)") in proc.stderr
