@@ -107,3 +107,18 @@ def test_stub_check_can_fail(native_pkg, tmp_path):
     stub.write_text(stub.read_text() + "def no_such_read() -> int: ...\n")
     res = _stubtest(broken)
     assert res.returncode != 0 and "no_such_read" in res.stdout, res.stdout
+
+
+def test_every_error_survives_pickling(simple_pmu):
+    # An error raised in a multiprocessing worker is pickled back to the parent.
+    import pickle
+
+    e = simple_pmu
+    samples = [e.Error("x"), e.UsageError("bad"), e.CounterUnavailable("none"),
+               e.CounterFault(errno.EFAULT, "fault"),
+               e.PerfError("cycles", errno.EACCES, "perf_event_open(cycles) failed: no")]
+    for exc in samples:
+        back = pickle.loads(pickle.dumps(exc))
+        assert type(back) is type(exc) and str(back) == str(exc) and back.args == exc.args
+    perf = pickle.loads(pickle.dumps(samples[-1]))
+    assert (perf.event, perf.errno, perf.reason) == ("cycles", errno.EACCES, samples[-1].reason)

@@ -46,3 +46,17 @@ def test_lint_mypy_clean_and_fails_on_a_type_error(tmp_path):
     assert broken.returncode == 1, broken.stdout
     assert re.search(r'bench\.py:\d+: error: Incompatible types in assignment \(expression '
                      r'has type "int", variable has type "str"\)', broken.stdout), broken.stdout
+
+
+def test_lint_is_strict_and_covers_pmubuild(tmp_path):
+    # Both packages are checked, and strictly: an unannotated function, which plain
+    # mypy accepts, fails the lint's command.
+    text = (REPO / "tasks.py").read_text()
+    assert re.search(r'c\.run\("mypy pmubuild"', text), "lint runs no mypy over pmubuild"
+    tree = _tree(tmp_path)
+    mod = tree / "userlib" / "simple_pmu" / "timer.py"
+    mod.write_text(mod.read_text() + "\n\ndef _untyped(x):\n    return x\n")
+    broken = _mypy(tree)
+    assert broken.returncode == 1, broken.stdout
+    assert re.search(r"timer\.py:\d+: error: Function is missing a type annotation",
+                     broken.stdout), broken.stdout

@@ -77,7 +77,7 @@ static PyObject *native_tsc_ordered(PyObject *mod, PyObject *unused)
  * the fast path costs a sigsetjmp without signal mask (no system call).
  */
 static PyObject *CounterFault, *CounterUnavailable;
-static int guard_installed;
+static volatile sig_atomic_t guard_installed;
 static struct sigaction guard_old_ill, guard_old_segv;
 static sigjmp_buf guard_env;
 static volatile sig_atomic_t guard_active;
@@ -459,8 +459,9 @@ static unsigned long long read_hw_counter(unsigned int hw_idx)
 	/* perf's index already carries bit 30 for fixed counters. */
 	return cycles_rdpmc(hw_idx);
 #else
+	/* perf's own counter number: PMCCNTR_EL0 itself, not the driver's index. */
 	if (hw_idx == ARM64_CYCLE_COUNTER_IDX)
-		return unhalted_core();
+		return cycles_read_pmccntr();
 	return cycles_read_pmevcntr(hw_idx);
 #endif
 }

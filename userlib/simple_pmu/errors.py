@@ -73,5 +73,9 @@ class PerfError(Error, OSError):
         self.event = event
         self.reason = reason
 
+    def __reduce__(self) -> tuple[type[PerfError], tuple[str, int, str]]:
+        # OSError pickles its (errno, strerror) args; this class takes three.
+        return type(self), (self.event, self.errno or 0, self.reason)
+
     def __str__(self) -> str:
         return self.reason

@@ -1,8 +1,9 @@
 """The JSON documents of `simple-pmu status|read|bench --json`: a versioned contract.
 
-Every document is one object with "schema" (SCHEMA_VERSION: raised whenever a field
-is removed, renamed or changes type or meaning; adding a field or a reason code is not
-a change of version), "command" and "version" (of this library). The JSON Schema is
+Every document is one object with "schema" (SCHEMA_VERSION: raised with any change of
+the documents, an added field or reason code included, because the schema is exact: it
+admits no unknown member, so every document validates against its own version's schema),
+"command" and "version" (of this library). The JSON Schema is
 schema/simple-pmu.schema.json in this package; docs/simple-pmu.1 (JSON OUTPUT)
 describes the fields and lists the reason codes.
 """
