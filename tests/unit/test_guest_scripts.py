@@ -105,6 +105,12 @@ def test_nonroot_refused_fails_when_runas_does_not_drop(tmp_path):
     assert r.returncode == 1 and "ran 'id -u' as '0'" in r.stdout
 
 
+def test_nonroot_refused_fails_when_the_write_fails_otherwise(tmp_path):
+    # Refused, but not for lack of permission (e.g. the attribute's own EINVAL).
+    r = nonroot(tmp_path, RUNAS_OK.replace("Permission denied", "Invalid argument"))
+    assert r.returncode == 1 and "failed otherwise" in r.stdout, r.stdout + r.stderr
+
+
 def test_nonroot_refused_fails_when_the_write_goes_through(tmp_path):
     r = nonroot(tmp_path, RUNAS_OK.replace('echo "/bin/sh', "exec /bin/sh -c \"$4\" #"))
     assert r.returncode == 1 and "non-root wrote" in r.stdout, r.stdout + r.stderr
