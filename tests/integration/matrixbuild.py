@@ -10,13 +10,14 @@ from pmubuild.apt import PrivateApt
 
 
 @functools.cache
-def _apt() -> PrivateApt:
-    apt = PrivateApt()
-    apt.update()
-    return apt
+def apt() -> PrivateApt:
+    """The run's one private apt, its index refreshed once."""
+    a = PrivateApt()
+    a.update()
+    return a
 
 
 @functools.cache
 def w1_build(suite: str, arch: str) -> build.BuildResult:
-    fk = kernels.fetch(_apt(), matrix.SUITES[suite], arch)
-    return build.authoritative_w1(fk.kdir, apt_factory=_apt)
+    fk = kernels.fetch(apt(), matrix.SUITES[suite], arch)
+    return build.authoritative_w1(fk.kdir, apt_factory=apt)

@@ -10,22 +10,14 @@ from pathlib import Path
 
 import pytest
 from cloudtree import FLAVOURS, flavour_tree
-from matrixbuild import w1_build
+from matrixbuild import apt, w1_build
 
 from pmubuild import kdir, matrix, modverify
-from pmubuild.apt import PrivateApt
 from pmubuild.kbuildfiles import read_config
 
 pytestmark = pytest.mark.kernels
 REPO = Path(__file__).resolve().parents[2]
 CASES = [(f, a) for a in matrix.ARCHES for f in FLAVOURS[a]]
-
-
-@functools.cache
-def apt() -> PrivateApt:
-    a = PrivateApt()
-    a.update()
-    return a
 
 
 def invoke(*args: str) -> subprocess.CompletedProcess[str]:

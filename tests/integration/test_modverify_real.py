@@ -9,23 +9,15 @@ from pathlib import Path
 
 import pytest
 from cloudtree import flavour_tree
-from matrixbuild import w1_build
+from matrixbuild import apt, w1_build
 
 from pmubuild import build, kdir, kernels, matrix, modverify, signing
-from pmubuild.apt import PrivateApt
 from pmubuild.errors import PipelineError
 
 pytestmark = pytest.mark.kernels
 REPO = Path(__file__).resolve().parents[2]
 BADMOD = Path(__file__).parent / "data" / "badmod"
 COMBOS = [(s, a) for s in matrix.SUITES for a in matrix.ARCHES]
-
-
-@functools.cache
-def apt() -> PrivateApt:
-    a = PrivateApt()
-    a.update()
-    return a
 
 
 @functools.cache
