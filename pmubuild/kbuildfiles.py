@@ -135,12 +135,10 @@ def tree_vermagic(kdir: Path, config: dict[str, str], arch: str) -> str:
     if cpp is None:
         raise TreeError("no C preprocessor (gcc, cc, cpp or clang) on PATH: needed to expand "
                         f"{found[0]}/include/linux/vermagic.h")
-    kconfig = next((r / "include" / "linux" / "kconfig.h" for r in roots
-                    if (r / "include" / "linux" / "kconfig.h").is_file()), autoconf)
     cmd = [*cpp, "-P", "-undef", "-nostdinc", "-x", "c", "-D__KERNEL__", "-DINCLUDE_VERMAGIC",
-           *(f"-D{d}" for d in ARCH_PREDEFINES[arch]), *_randstruct_flags(kdir, config),
+           *(f"-D{d}" for d in ARCH_PREDEFINES[arch]), *_randstruct_flags(config),
            *(f"-I{d}" for d in _include_dirs(roots, SRCARCH[arch])),
-           "-include", str(kconfig), "-"]
+           *_forced_includes(roots, autoconf), "-"]
     try:
         proc = subprocess.run(cmd, input=VERMAGIC_PROBE, capture_output=True, text=True,
                               timeout=60)
@@ -163,16 +161,25 @@ def _include_dirs(roots: list[Path], srcarch: str) -> list[Path]:
     return [d for d in dirs if d.is_dir()]
 
 
-def _randstruct_flags(kdir: Path, config: dict[str, str]) -> list[str]:
-    """RANDSTRUCT[_PLUGIN] come from the compiler command line, not the config; the seed's
-    hash from a generated header (included by vermagic.h before 6.x, by the Makefile after)."""
+def _forced_includes(roots: list[Path], autoconf: Path) -> list[str]:
+    """kbuild's LINUXINCLUDE ends with -include compiler-version.h (5.13+; from 7.x the one
+    that brings in the randstruct seed's hash) and -include kconfig.h; before kconfig.h
+    existed, autoconf.h was included directly."""
+    flags = []
+    for name in ("compiler-version.h", "kconfig.h"):
+        header = next((r / "include" / "linux" / name for r in roots
+                       if (r / "include" / "linux" / name).is_file()), None)
+        if header is not None:
+            flags += ["-include", str(header)]
+    return flags or ["-include", str(autoconf)]
+
+
+def _randstruct_flags(config: dict[str, str]) -> list[str]:
+    """RANDSTRUCT (6.x+) and RANDSTRUCT_PLUGIN (5.x) come from the compiler command line,
+    not from autoconf.h; the seed's hash header the tree's own headers include under them."""
     if "y" not in (config.get("CONFIG_RANDSTRUCT"), config.get("CONFIG_GCC_PLUGIN_RANDSTRUCT")):
         return []
-    flags = ["-DRANDSTRUCT", "-DRANDSTRUCT_PLUGIN"]
-    for name in ("randstruct_hash.h", "randomize_layout_hash.h"):
-        if (kdir / "include" / "generated" / name).is_file():
-            flags += ["-include", str(kdir / "include" / "generated" / name)]
-    return flags
+    return ["-DRANDSTRUCT", "-DRANDSTRUCT_PLUGIN"]
 
 
 def _c_string(text: str, kdir: Path) -> str:

@@ -42,7 +42,8 @@ def write_files(root: Path, files: dict[str, str], skip=()) -> Path:
 
 
 # include/linux/vermagic.h as 6.1 has it (PREEMPT_BUILD tested first, so an RT kernel
-# that also selects PREEMPT_BUILD says "preempt"); 6.12 tests PREEMPT_RT first.
+# that also selects PREEMPT_BUILD says "preempt"); 6.12 tests PREEMPT_RT first; 7.x no
+# longer includes the randstruct hash itself (compiler-version.h, forced by kbuild, does).
 VERMAGIC_H = """\
 #ifndef _LINUX_VERMAGIC_H
 #define _LINUX_VERMAGIC_H
@@ -74,8 +75,7 @@ VERMAGIC_H = """\
 #define MODULE_VERMAGIC_MODVERSIONS ""
 #endif
 #ifdef RANDSTRUCT
-#include <generated/randstruct_hash.h>
-#define MODULE_RANDSTRUCT "RANDSTRUCT_" RANDSTRUCT_HASHED_SEED
+{randstruct_include}#define MODULE_RANDSTRUCT "RANDSTRUCT_" RANDSTRUCT_HASHED_SEED
 #else
 #define MODULE_RANDSTRUCT
 #endif
@@ -84,8 +84,13 @@ VERMAGIC_H = """\
 	MODULE_RANDSTRUCT
 #endif
 """
+# Each arch header wants its compiler's predefine and not the host's, standing in for the
+# arch headers that test __x86_64__/__aarch64__ (a host gcc expanding a cross tree).
 ARCH_VERMAGIC_H = {
     "x86": """\
+#if !defined(__x86_64__) || defined(__aarch64__)
+#error not an x86_64 compiler
+#endif
 #ifdef CONFIG_X86_64
 #elif defined CONFIG_MCORE2
 #define MODULE_PROC_FAMILY "CORE2 "
@@ -98,10 +103,23 @@ ARCH_VERMAGIC_H = {
 # define MODULE_ARCH_VERMAGIC ""
 #endif
 """,
-    "arm64": '#define MODULE_ARCH_VERMAGIC\t"aarch64"\n',
+    "arm64": """\
+#if !defined(__aarch64__) || defined(__x86_64__)
+#error not an aarch64 compiler
+#endif
+#define MODULE_ARCH_VERMAGIC\t"aarch64"
+""",
 }
+COMPILER_VERSION_H = """\
+#ifdef __LINUX_COMPILER_VERSION_H
+#error "Please do not include <linux/compiler-version.h>. This is done by the build system."
+#endif
+#define __LINUX_COMPILER_VERSION_H
+{randstruct}"""
+RANDSTRUCT_INCLUDE = "#include <generated/randstruct_hash.h>\n"
 KCONFIG_H = "#include <generated/autoconf.h>\n#define IS_ENABLED(option) 0\n"
-PREEMPT_ORDER = {"6.1": ("PREEMPT_BUILD", "PREEMPT_RT"), "6.12": ("PREEMPT_RT", "PREEMPT_BUILD")}
+PREEMPT_ORDER = {"6.1": ("PREEMPT_BUILD", "PREEMPT_RT"), "6.12": ("PREEMPT_RT", "PREEMPT_BUILD"),
+                 "7.2": ("PREEMPT_RT", "PREEMPT_BUILD")}
 
 
 def make_debian_tree(root: Path, config: dict[str, str], *, release: str = "6.1.0-9-rt-amd64",
@@ -118,7 +136,11 @@ def make_debian_tree(root: Path, config: dict[str, str], *, release: str = "6.1.
     files = {
         f"{common}/Makefile": "# the kernel's Makefile\n",
         f"{common}/include/linux/vermagic.h": VERMAGIC_H.format(
-            first=first, first_word=words[first], second=second, second_word=words[second]),
+            first=first, first_word=words[first], second=second, second_word=words[second],
+            randstruct_include="" if header == "7.2" else RANDSTRUCT_INCLUDE),
+        f"{common}/include/linux/compiler-version.h": COMPILER_VERSION_H.format(
+            randstruct="#ifdef RANDSTRUCT\n" + RANDSTRUCT_INCLUDE + "#endif\n"
+            if header == "7.2" else ""),
         f"{common}/include/linux/kconfig.h": KCONFIG_H,
         f"{release}/Makefile": f"include ../{common}/Makefile\n",
         f"{release}/.config": "".join(f"{k}={v}\n" for k, v in config.items()),

@@ -43,6 +43,7 @@ RT = {"CONFIG_PREEMPT_RT": "y", "CONFIG_PREEMPT_BUILD": "y"}
     ("amd64", "6.1", RT, "6.1.0-9-x SMP preempt mod_unload "),
     ("arm64", "6.1", RT, "6.1.0-9-x SMP preempt mod_unload aarch64"),
     ("amd64", "6.12", RT, "6.1.0-9-x SMP preempt_rt mod_unload "),
+    ("arm64", "7.2", RT, "6.1.0-9-x SMP preempt_rt mod_unload aarch64"),
     ("amd64", "6.1", {"CONFIG_SMP": "n", "CONFIG_MODULE_UNLOAD": "n"}, "6.1.0-9-x "),
 ])
 def test_expected_vermagic_from_the_trees_header(tmp_path, arch, header, config, want):
@@ -73,14 +74,27 @@ def test_header_error_is_reported(tmp_path):
         modverify.expected_vermagic(modverify.load_target(kdir))
 
 
-def test_randstruct_without_hash_is_an_error(tmp_path):
-    t = target(tmp_path, "amd64", CONFIG_RANDSTRUCT="y")
+def test_arch_predefines_are_the_targets(tmp_path):
+    """The fixture arch headers #error unless they see their own compiler's predefine and
+    not the host's: an arm64 tree expanded by this host's cpp gets __aarch64__ only."""
+    arm = target(tmp_path / "arm", "arm64")
+    x86 = target(tmp_path / "x86", "amd64")
+    assert modverify.expected_vermagic(arm).endswith("aarch64")
+    assert modverify.expected_vermagic(x86) == "6.1.0-9-x SMP mod_unload "
+
+
+@pytest.mark.parametrize("header", ["6.1", "7.2"])
+def test_randstruct_without_hash_is_an_error(tmp_path, header):
+    t = target(tmp_path, "amd64", header, CONFIG_RANDSTRUCT="y")
     with pytest.raises(modverify.VerifyError, match="randstruct_hash.h"):
         modverify.expected_vermagic(t)
 
 
-def test_randstruct_hash_from_the_tree(tmp_path):
-    t = target(tmp_path, "amd64", CONFIG_RANDSTRUCT="y")
+@pytest.mark.parametrize("header", ["6.1", "7.2"])
+def test_randstruct_hash_from_the_tree(tmp_path, header):
+    """6.1's vermagic.h includes the hash header itself; 7.x's only uses the macro, which
+    kbuild's forced -include of compiler-version.h defines."""
+    t = target(tmp_path, "amd64", header, CONFIG_RANDSTRUCT="y")
     seed = "ab" * 32
     (t.path / "include/generated/randstruct_hash.h").write_text(
         f'#define RANDSTRUCT_HASHED_SEED "{seed}"\n')
