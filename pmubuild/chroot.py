@@ -96,3 +96,19 @@ def run(root: Path, binds: list[Path], argv: list[str],
                  f"/bin/sh -c {shlex.quote(inner)}")
     return subprocess.run(["unshare", "--mount", "--propagation", "private", "sh", "-c",
                            "\n".join(lines)], capture_output=True, text=True)
+
+
+def ensure_set(suite: str, pkgs: list[str], marker: str) -> Path:
+    """A cached chroot of `suite`: minbase plus exactly `pkgs`, created on first use.
+
+    For callers that need their own package set (pmubuild.package); `marker` is a path
+    inside the chroot that exists once it is complete. Never modified after creation:
+    users run in an overlay of it.
+    """
+    final = chroot_dir(suite, sorted(pkgs))
+    if (final / marker.lstrip("/")).exists():
+        return final
+    with cache.locked("chroots"):
+        if not (final / marker.lstrip("/")).exists():
+            _create(suite, sorted(pkgs), final)
+    return final

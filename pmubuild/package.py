@@ -1,0 +1,168 @@
+"""Build the Debian packages in a clean chroot of the target suite, then run lintian.
+
+The way Debian builds them: an upstream tarball (simple-pmu_VERSION.orig.tar.xz, the
+checkout's files without debian/), the source tree unpacked beside it with debian/ added,
+and `dpkg-buildpackage -us -uc` in a chroot that has only build-essential, with the
+Build-Depends installed there by apt. The chroot is a cached debootstrap (pmubuild.chroot)
+that is never changed: each build runs in a throw-away overlay on top of it.
+
+lintian runs in an overlay of a Debian 13 (trixie) chroot on the .changes (source and
+every .deb): Debian judges packages with its current lintian, and an older one (bookworm's)
+flags the current Standards-Version as newer than it knows.
+"""
+
+import re
+import shlex
+import shutil
+import subprocess
+import tarfile
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from . import cache, chroot
+from .errors import PipelineError
+from .progress import say, step
+
+REPO = Path(__file__).resolve().parents[1]
+SUITES = ("bookworm", "trixie", "sid")
+NOT_SUPPORTED = {
+    "bullseye": "Debian 11's dkms 2.8.4 does not sign modules, and its python3 3.9 and "
+                "jinja2 2.11 are older than the build scripts support; use bookworm or later",
+}
+BUILD_PKGS = ["build-essential", "dpkg-dev"]
+BUILD_MARKER = "usr/bin/dpkg-buildpackage"
+LINT_SUITE = "trixie"
+LINT_PKGS = ["lintian"]
+LINT_MARKER = "usr/bin/lintian"
+
+
+@dataclass(frozen=True)
+class PackageResult:
+    out: Path
+    changes: Path
+    files: tuple[Path, ...]
+    lintian: tuple[str, ...]  # lintian's output lines
+    lintian_ok: bool
+
+
+def source_version(debian: Path = REPO / "debian") -> tuple[str, str]:
+    """(source name, version) from the first line of debian/changelog."""
+    first = (debian / "changelog").read_text().splitlines()[0]
+    m = re.match(r"(\S+) \(([^)]+)\)", first)
+    if not m:
+        raise PipelineError(f"{debian}/changelog: cannot read name and version from {first!r}")
+    return m.group(1), m.group(2)
+
+
+def upstream_version(version: str) -> str:
+    return version.split(":", 1)[-1].rsplit("-", 1)[0]
+
+
+def checkout_files(repo: Path = REPO) -> list[str]:
+    """Files of the checkout as git sees them (tracked and new, not ignored), without
+    debian/: what the upstream tarball holds. Uncommitted edits are included."""
+    proc = subprocess.run(["git", "-C", str(repo), "ls-files", "-z", "--cached", "--others",
+                           "--exclude-standard"], capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise PipelineError(f"git ls-files in {repo} failed: {proc.stderr.strip()}")
+    names = sorted({n for n in proc.stdout.split("\0") if n})
+    return [n for n in names if not n.startswith("debian/") and (repo / n).is_file()]
+
+
+def write_orig(out: Path, name: str, upstream: str, repo: Path = REPO) -> Path:
+    """NAME_UPSTREAM.orig.tar.xz with prefix NAME-UPSTREAM/, reproducible (sorted names,
+    mtime of the last commit, owner root)."""
+    mtime = int(subprocess.run(["git", "-C", str(repo), "log", "-1", "--format=%ct"],
+                               capture_output=True, text=True).stdout.strip() or 0)
+    orig = out / f"{name}_{upstream}.orig.tar.xz"
+    prefix = f"{name}-{upstream}"
+    with tarfile.open(orig, "w:xz") as tar:
+        for rel in checkout_files(repo):
+            info = tar.gettarinfo(str(repo / rel), arcname=f"{prefix}/{rel}")
+            info.mtime, info.uid, info.gid, info.uname, info.gname = mtime, 0, 0, "root", "root"
+            with open(repo / rel, "rb") as f:
+                tar.addfile(info, f)
+    return orig
+
+
+def stage_source(out: Path, orig: Path, name: str, upstream: str,
+                 repo: Path = REPO) -> Path:
+    src = out / f"{name}-{upstream}"
+    with tarfile.open(orig) as tar:
+        tar.extractall(out, filter="data")
+    shutil.copytree(repo / "debian", src / "debian")
+    return src
+
+
+def run_in_overlay(base: Path, binds: list[Path], script: str, label: str) -> tuple[int, list[str]]:
+    """Run `script` (sh, as root) in a throw-away overlay of the chroot `base`, with
+    `binds` mounted at their own paths; stream its output, prefixed with `label`."""
+    work = Path(tempfile.mkdtemp(prefix="overlay-", dir=cache.subdir("overlays")))
+    try:
+        upper, wdir, merged = work / "upper", work / "work", work / "merged"
+        for d in (upper, wdir, merged):
+            d.mkdir()
+        lines = ["set -e",
+                 f"mount -t overlay overlay -o lowerdir={base},upperdir={upper},"
+                 f"workdir={wdir} {merged}"]
+        for p in [Path("/dev"), Path("/dev/pts"), Path("/proc"), *binds]:
+            target = shlex.quote(f"{merged}{p}")
+            lines += [f"mkdir -p {target}", f"mount --bind {shlex.quote(str(p))} {target}"]
+        lines.append(f"cp /etc/resolv.conf {merged}/etc/resolv.conf")
+        lines.append(f"exec chroot {merged} /usr/bin/env -i "
+                     "PATH=/usr/sbin:/usr/bin:/sbin:/bin LANG=C.UTF-8 HOME=/root "
+                     f"DEBIAN_FRONTEND=noninteractive /bin/sh -ec {shlex.quote(script)}")
+        proc = subprocess.Popen(["unshare", "--mount", "--propagation", "private",
+                                 "sh", "-c", "\n".join(lines)],
+                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        assert proc.stdout
+        out = []
+        for line in proc.stdout:
+            out.append(line.rstrip("\n"))
+            say(f"  [{label}] {line.rstrip()}")
+        return proc.wait(), out
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def build(suite: str = "bookworm", out: Path | None = None) -> PackageResult:
+    if suite in NOT_SUPPORTED:
+        raise PipelineError(f"{suite} is not supported: {NOT_SUPPORTED[suite]}")
+    if suite not in SUITES:
+        raise PipelineError(f"unknown suite {suite!r}: choose one of {', '.join(SUITES)}")
+    name, version = source_version()
+    upstream = upstream_version(version)
+    out = (out or REPO / "build" / "debs" / suite).resolve()
+    if out.exists():
+        shutil.rmtree(out)
+    out.mkdir(parents=True)
+
+    with step(f"writing {name}_{upstream}.orig.tar.xz and the source tree"):
+        orig = write_orig(out, name, upstream)
+        src = stage_source(out, orig, name, upstream)
+
+    cache.ensure_free_space(cache.subdir("chroots"), 1500, "package build chroots")
+    base = chroot.ensure_set(suite, BUILD_PKGS, BUILD_MARKER)
+    with step(f"building {name} {version} in a clean Debian {suite} chroot"):
+        script = (f"cd {shlex.quote(str(src))}\n"
+                  "apt-get update -q\n"
+                  "apt-get build-dep -q -y --no-install-recommends ./\n"
+                  "dpkg-buildpackage -us -uc\n")
+        rc, log = run_in_overlay(base, [out], script, f"build {suite}")
+        if rc != 0:
+            tail = "\n  ".join(log[-15:])
+            raise PipelineError(f"dpkg-buildpackage in Debian {suite} failed:\n  {tail}")
+
+    changes = next(iter(sorted(out.glob("*.changes"))), None)
+    if changes is None:
+        raise PipelineError(f"the build left no .changes in {out}")
+    files = tuple(sorted(p for p in out.iterdir() if p.is_file()))
+
+    lint_base = chroot.ensure_set(LINT_SUITE, LINT_PKGS, LINT_MARKER)
+    with step(f"lintian (Debian {LINT_SUITE}) on {changes.name}"):
+        script = ("lintian --version\n"
+                  f"lintian --info --display-info --fail-on error,warning "
+                  f"{shlex.quote(str(changes))}\n")
+        rc, lint = run_in_overlay(lint_base, [out], script, "lintian")
+    return PackageResult(out, changes, files, tuple(lint), rc == 0)
