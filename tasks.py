@@ -111,6 +111,15 @@ def package(c, suite="bookworm", out=""):
         raise Exit("lintian reported errors or warnings", code=1)
 
 
+@task(name="test-package",
+      help={"suite": "Debian suite (bookworm for now)",
+            "debs": "directory with the .debs (default: build/debs/SUITE of invoke package)"})
+def test_package(c, suite="bookworm", debs=""):
+    """apt install simple-pmu-dkms from a local repository in a fresh chroot; purge."""
+    if not _run(package_mod.test_install, suite, Path(debs) if debs else None):
+        raise Exit("test-package failed", code=1)
+
+
 @task
 def lint(c):
     """ruff and mypy --strict over the Python code; checkpatch.pl --strict over the drivers."""

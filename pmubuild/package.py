@@ -166,3 +166,53 @@ def build(suite: str = "bookworm", out: Path | None = None) -> PackageResult:
                   f"{shlex.quote(str(changes))}\n")
         rc, lint = run_in_overlay(lint_base, [out], script, "lintian")
     return PackageResult(out, changes, files, tuple(lint), rc == 0)
+
+
+TEST_PKGS = {"bookworm": ["apt-utils", "linux-headers-amd64"]}
+TEST_MARKER = "usr/bin/apt-ftparchive"
+
+# Runs in a throw-away overlay of a cached chroot that has the suite's kernel headers:
+# the .debs go into a local apt repository, and apt installs simple-pmu-dkms from it.
+INSTALL_TEST = r"""
+echo "--- local apt repository with: $(cd "$DEBS" && ls *.deb | tr '\n' ' ')"
+mkdir -p /srv/repo && cp "$DEBS"/*.deb /srv/repo/
+(cd /srv/repo && apt-ftparchive packages . > Packages)
+echo 'deb [trusted=yes] file:/srv/repo ./' > /etc/apt/sources.list.d/simple-pmu.list
+apt-get update -q
+KVER=$(ls /usr/src | sed -n 's/^linux-headers-\(.*-amd64\)$/\1/p' | head -n1)
+echo "--- kernel headers: $KVER"
+echo "--- apt-get install simple-pmu-dkms"
+apt-get install -y -q simple-pmu-dkms
+echo "--- dkms status"
+dkms status | tee /tmp/status
+grep -q "^simple-pmu/.*, $KVER, x86_64: installed" /tmp/status
+ko=$(find /lib/modules/"$KVER" -name 'simple-pmu.ko*' | head -n1)
+test -n "$ko" || { echo "FAIL: no module installed for $KVER"; exit 1; }
+echo "--- installed: $ko"
+modinfo "$ko" | grep -E '^(vermagic|signer|sig_hashalgo):'
+modinfo -F signer "$ko" | grep -q "DKMS module signing key" || { echo "FAIL: not signed by DKMS"; exit 1; }
+test -e /lib/udev/rules.d/60-simple-pmu-dkms.rules -o -e /usr/lib/udev/rules.d/60-simple-pmu-dkms.rules
+echo "--- apt-get purge simple-pmu-dkms"
+apt-get purge -y -q simple-pmu-dkms
+left=$(find /lib/modules /var/lib/dkms /usr/src /lib/udev /usr/lib/udev /usr/libexec \
+  -name '*simple-pmu*' -o -name '*simple_pmu*' 2>/dev/null)
+test -z "$left" || { echo "FAIL: left after purge:"; echo "$left"; exit 1; }
+dkms status | grep simple-pmu && { echo "FAIL: dkms still lists it"; exit 1; }
+echo "--- OK: installed, signed, purged without trace"
+"""
+
+
+def test_install(suite: str = "bookworm", debs: Path | None = None) -> bool:
+    """apt install simple-pmu-dkms from a local repository in a fresh chroot with the
+    suite's amd64 kernel headers; dkms status, signature, then purge leaves nothing."""
+    if suite not in TEST_PKGS:
+        raise PipelineError(f"test-package supports {', '.join(TEST_PKGS)} for now, not {suite}")
+    debs = (debs or REPO / "build" / "debs" / suite).resolve()
+    if not any(debs.glob("simple-pmu-dkms_*.deb")):
+        raise PipelineError(f"no simple-pmu-dkms .deb in {debs}: run invoke package first")
+    cache.ensure_free_space(cache.subdir("chroots"), 2000, "a chroot with kernel headers")
+    base = chroot.ensure_set(suite, TEST_PKGS[suite], TEST_MARKER)
+    with step(f"apt install simple-pmu-dkms in a fresh Debian {suite} amd64 chroot"):
+        rc, _ = run_in_overlay(base, [debs], f"DEBS={shlex.quote(str(debs))}\n{INSTALL_TEST}",
+                               f"test {suite}")
+    return rc == 0
