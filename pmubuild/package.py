@@ -184,7 +184,10 @@ apt-get update -q
 KVER=$(ls /usr/src | sed -n 's/^linux-headers-\(.*-amd64\)$/\1/p' | head -n1)
 echo "--- kernel headers: $KVER"
 echo "--- apt-get install simple-pmu-dkms"
-apt-get install -y -q simple-pmu-dkms
+apt-get install -y -q -o Dpkg::Use-Pty=0 simple-pmu-dkms
+echo "--- DKMS's make.log: compat.h rendered, kbuild, modverify's table"
+grep -E '^(HAVE_|compat|  [A-Z]+ |modverify|module|elf|vermagic|license|symbols|crcs|signature)' \
+  /var/lib/dkms/simple-pmu/*/build/make.log | head -n 60 || true
 echo "--- dkms status"
 dkms status | tee /tmp/status
 grep -q "^simple-pmu/.*, $KVER, x86_64: installed" /tmp/status
@@ -195,7 +198,7 @@ modinfo "$ko" | grep -E '^(vermagic|signer|sig_hashalgo):'
 modinfo -F signer "$ko" | grep -q "DKMS module signing key" || { echo "FAIL: not signed by DKMS"; exit 1; }
 test -e /lib/udev/rules.d/60-simple-pmu-dkms.rules -o -e /usr/lib/udev/rules.d/60-simple-pmu-dkms.rules
 echo "--- apt-get purge simple-pmu-dkms"
-apt-get purge -y -q simple-pmu-dkms
+apt-get purge -y -q -o Dpkg::Use-Pty=0 simple-pmu-dkms
 left=$(find /lib/modules /var/lib/dkms /usr/src /lib/udev /usr/lib/udev /usr/libexec \
   -name '*simple-pmu*' -o -name '*simple_pmu*' 2>/dev/null)
 test -z "$left" || { echo "FAIL: left after purge:"; echo "$left"; exit 1; }
