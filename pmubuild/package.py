@@ -90,7 +90,7 @@ def stage_source(out: Path, orig: Path, name: str, upstream: str,
                  repo: Path = REPO) -> Path:
     src = out / f"{name}-{upstream}"
     with tarfile.open(orig) as tar:
-        tar.extractall(out, filter="data")
+        tar.extractall(out)  # our own tarball, written just above
     shutil.copytree(repo / "debian", src / "debian")
     return src
 
