@@ -186,8 +186,7 @@ echo "--- kernel headers: $KVER"
 echo "--- apt-get install simple-pmu-dkms"
 apt-get install -y -q -o Dpkg::Use-Pty=0 simple-pmu-dkms
 echo "--- DKMS's make.log: compat.h rendered, kbuild, modverify's table"
-grep -E '^(HAVE_|compat|  [A-Z]+ |modverify|module|elf|vermagic|license|symbols|crcs|signature)' \
-  /var/lib/dkms/simple-pmu/*/build/make.log | head -n 60 || true
+grep -v -e '^  CC' -e '^  LD' -e '^  MODPOST' $(find /var/lib/dkms/simple-pmu -name make.log | head -n1) || true
 echo "--- dkms status"
 dkms status | tee /tmp/status
 grep -q "^simple-pmu/.*, $KVER, x86_64: installed" /tmp/status
@@ -197,13 +196,32 @@ echo "--- installed: $ko"
 modinfo "$ko" | grep -E '^(vermagic|signer|sig_hashalgo):'
 modinfo -F signer "$ko" | grep -q "DKMS module signing key" || { echo "FAIL: not signed by DKMS"; exit 1; }
 test -e /lib/udev/rules.d/60-simple-pmu-dkms.rules -o -e /usr/lib/udev/rules.d/60-simple-pmu-dkms.rules
+V=$(ls /usr/src | sed -n 's/^simple-pmu-//p')
+cp -a /usr/src/simple-pmu-$V /tmp/src
 echo "--- apt-get purge simple-pmu-dkms"
 apt-get purge -y -q -o Dpkg::Use-Pty=0 simple-pmu-dkms
 left=$(find /lib/modules /var/lib/dkms /usr/src /lib/udev /usr/lib/udev /usr/libexec \
   -name '*simple-pmu*' -o -name '*simple_pmu*' 2>/dev/null)
 test -z "$left" || { echo "FAIL: left after purge:"; echo "$left"; exit 1; }
 dkms status | grep simple-pmu && { echo "FAIL: dkms still lists it"; exit 1; }
-echo "--- OK: installed, signed, purged without trace"
+echo "--- a module that fails verification fails the DKMS build (one MAKE[0] command)"
+# On the sources as packaged, with dkms directly (a failed forced rebuild of an installed
+# module would leave dkms 3.0.10 keeping the old .ko past purge: not what this checks).
+cp -a /tmp/src /usr/src/simple-pmu-$V
+sed -i '1a import sys; sys.exit("modverify: forced failure by test-package")' \
+  /usr/src/simple-pmu-$V/pmubuild/modverify.py
+dkms add -m simple-pmu -v "$V" > /dev/null
+if dkms build -m simple-pmu -v "$V" -k "$KVER" > /tmp/fail.out 2>&1; then
+  echo "FAIL: dkms build succeeded although modverify failed"; exit 1
+fi
+tail -n 4 /tmp/fail.out
+grep "forced failure by test-package" $(find /var/lib/dkms/simple-pmu -name make.log | head -n1)
+test -z "$(find /lib/modules -name 'simple-pmu.ko*')" || { echo "FAIL: a module got installed"; exit 1; }
+echo "dkms build failed with modverify's reason in make.log; no module installed"
+dkms remove -m simple-pmu -v "$V" --all > /dev/null
+rm -rf /usr/src/simple-pmu-$V
+test ! -e /var/lib/dkms/simple-pmu
+echo "--- OK: installed, signed, purged without trace; a failing verification fails the build"
 """
 
 
