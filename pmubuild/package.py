@@ -186,7 +186,8 @@ echo "--- kernel headers: $KVER"
 echo "--- apt-get install simple-pmu-dkms"
 apt-get install -y -q -o Dpkg::Use-Pty=0 simple-pmu-dkms
 echo "--- DKMS's make.log: compat.h rendered, kbuild, modverify's table"
-grep -v -e '^  CC' -e '^  LD' -e '^  MODPOST' $(find /var/lib/dkms/simple-pmu -name make.log | head -n1) || true
+log=$(find /var/lib/dkms/simple-pmu -name make.log | head -n1)
+grep -v -e '^  CC' -e '^  LD' -e '^  MODPOST' "$log" || true
 echo "--- dkms status"
 dkms status | tee /tmp/status
 grep -q "^simple-pmu/.*, $KVER, x86_64: installed" /tmp/status
@@ -194,8 +195,9 @@ ko=$(find /lib/modules/"$KVER" -name 'simple-pmu.ko*' | head -n1)
 test -n "$ko" || { echo "FAIL: no module installed for $KVER"; exit 1; }
 echo "--- installed: $ko"
 modinfo "$ko" | grep -E '^(vermagic|signer|sig_hashalgo):'
-modinfo -F signer "$ko" | grep -q "DKMS module signing key" || { echo "FAIL: not signed by DKMS"; exit 1; }
-test -e /lib/udev/rules.d/60-simple-pmu-dkms.rules -o -e /usr/lib/udev/rules.d/60-simple-pmu-dkms.rules
+modinfo -F signer "$ko" | grep -q "DKMS module signing key" ||
+  { echo "FAIL: not signed by DKMS"; exit 1; }
+test -e /usr/lib/udev/rules.d/60-simple-pmu-dkms.rules
 V=$(ls /usr/src | sed -n 's/^simple-pmu-//p')
 cp -a /usr/src/simple-pmu-$V /tmp/src
 echo "--- apt-get purge simple-pmu-dkms"
@@ -216,7 +218,8 @@ if dkms build -m simple-pmu -v "$V" -k "$KVER" > /tmp/fail.out 2>&1; then
 fi
 tail -n 4 /tmp/fail.out
 grep "forced failure by test-package" $(find /var/lib/dkms/simple-pmu -name make.log | head -n1)
-test -z "$(find /lib/modules -name 'simple-pmu.ko*')" || { echo "FAIL: a module got installed"; exit 1; }
+test -z "$(find /lib/modules -name 'simple-pmu.ko*')" ||
+  { echo "FAIL: a module got installed"; exit 1; }
 echo "dkms build failed with modverify's reason in make.log; no module installed"
 dkms remove -m simple-pmu -v "$V" --all > /dev/null
 rm -rf /usr/src/simple-pmu-$V
