@@ -198,11 +198,21 @@ modinfo "$ko" | grep -E '^(vermagic|signer|sig_hashalgo):'
 modinfo -F signer "$ko" | grep -q "DKMS module signing key" ||
   { echo "FAIL: not signed by DKMS"; exit 1; }
 test -e /usr/lib/udev/rules.d/60-simple-pmu-dkms.rules
+echo "--- python3-simple-pmu and simple-pmu-dev from the same repository"
+apt-get install -y -q -o Dpkg::Use-Pty=0 python3-simple-pmu simple-pmu-dev > /dev/null
+/usr/bin/python3 -c 'import simple_pmu, simple_pmu._native as n; print("import", n.__name__, "ok")'
+simple-pmu status || echo "(simple-pmu status exited $?)"
+printf '#define _GNU_SOURCE 1\n#include <simple-pmu/cycles.h>\n#include <stdio.h>\n%s\n' \
+  'int main(void) { printf("perfmon_available() = %d\n", perfmon_available()); return 0; }' \
+  > /tmp/t.c
+gcc -O2 -Wall -o /tmp/t /tmp/t.c && /tmp/t
+apt-get purge -y -q -o Dpkg::Use-Pty=0 python3-simple-pmu simple-pmu-dev > /dev/null
 V=$(ls /usr/src | sed -n 's/^simple-pmu-//p')
 cp -a /usr/src/simple-pmu-$V /tmp/src
 echo "--- apt-get purge simple-pmu-dkms"
 apt-get purge -y -q -o Dpkg::Use-Pty=0 simple-pmu-dkms
 left=$(find /lib/modules /var/lib/dkms /usr/src /lib/udev /usr/lib/udev /usr/libexec \
+  /usr/include /usr/lib/python3 /usr/bin /usr/share/man \
   -name '*simple-pmu*' -o -name '*simple_pmu*' 2>/dev/null)
 test -z "$left" || { echo "FAIL: left after purge:"; echo "$left"; exit 1; }
 dkms status | grep simple-pmu && { echo "FAIL: dkms still lists it"; exit 1; }
