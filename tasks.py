@@ -112,7 +112,7 @@ def package(c, suite="bookworm", out=""):
 
 
 @task(name="test-package",
-      help={"suite": "Debian suite (bookworm for now)",
+      help={"suite": "Debian suite: bookworm, trixie or sid (amd64)",
             "debs": "directory with the .debs (default: build/debs/SUITE of invoke package)"})
 def test_package(c, suite="bookworm", debs=""):
     """apt install simple-pmu-dkms from a local repository in a fresh chroot; purge."""

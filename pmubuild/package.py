@@ -170,7 +170,7 @@ def build(suite: str = "bookworm", out: Path | None = None) -> PackageResult:
     return PackageResult(out, changes, files, tuple(lint), rc == 0)
 
 
-TEST_PKGS = {"bookworm": ["apt-utils", "linux-headers-amd64"]}
+TEST_PKGS = {suite: ["apt-utils", "linux-headers-amd64"] for suite in SUITES}
 TEST_MARKER = "usr/bin/apt-ftparchive"
 
 # Runs in a throw-away overlay of a cached chroot that has the suite's kernel headers:
@@ -241,8 +241,10 @@ echo "--- OK: installed, signed, purged without trace; a failing verification fa
 def test_install(suite: str = "bookworm", debs: Path | None = None) -> bool:
     """apt install simple-pmu-dkms from a local repository in a fresh chroot with the
     suite's amd64 kernel headers; dkms status, signature, then purge leaves nothing."""
+    if suite in NOT_SUPPORTED:
+        raise PipelineError(f"{suite} is not supported: {NOT_SUPPORTED[suite]}")
     if suite not in TEST_PKGS:
-        raise PipelineError(f"test-package supports {', '.join(TEST_PKGS)} for now, not {suite}")
+        raise PipelineError(f"unknown suite {suite!r}: choose one of {', '.join(TEST_PKGS)}")
     debs = (debs or REPO / "build" / "debs" / suite).resolve()
     if not any(debs.glob("simple-pmu-dkms_*.deb")):
         raise PipelineError(f"no simple-pmu-dkms .deb in {debs}: run invoke package first")
