@@ -1,10 +1,12 @@
 """invoke tasks for simple-pmu: argument handling only; the work is in pmubuild."""
 
 import sys
+from pathlib import Path
 
 from invoke import Exit, task
 
 from pmubuild import commands
+from pmubuild import package as package_mod
 from pmubuild.errors import PipelineError
 
 
@@ -95,6 +97,27 @@ def qemu_run(c, kernel="bookworm", arch="arm64", add=None, timeout=300):
 def demo(c):
     """Build both modules for the default kernel; show the arm64 one reading real counters."""
     sys.exit(_run(commands.demo))
+
+
+@task(help={"suite": "Debian suite to build in: bookworm, trixie or sid",
+            "out": "directory for the source package and .debs (default: build/debs/SUITE)"})
+def package(c, suite="bookworm", out=""):
+    """Build all .debs in a clean chroot of the suite, then run lintian on them."""
+    r = _run(package_mod.build, suite, Path(out) if out else None)
+    print(f"lintian: {'clean' if r.lintian_ok else 'errors or warnings (above)'}")
+    for f in r.files:
+        print(f)
+    if not r.lintian_ok:
+        raise Exit("lintian reported errors or warnings", code=1)
+
+
+@task(name="test-package",
+      help={"suite": "Debian suite: bookworm, trixie or sid (amd64)",
+            "debs": "directory with the .debs (default: build/debs/SUITE of invoke package)"})
+def test_package(c, suite="bookworm", debs=""):
+    """apt install simple-pmu-dkms from a local repository in a fresh chroot; purge."""
+    if not _run(package_mod.test_install, suite, Path(debs) if debs else None):
+        raise Exit("test-package failed", code=1)
 
 
 @task

@@ -96,3 +96,54 @@ def run(root: Path, binds: list[Path], argv: list[str],
                  f"/bin/sh -c {shlex.quote(inner)}")
     return subprocess.run(["unshare", "--mount", "--propagation", "private", "sh", "-c",
                            "\n".join(lines)], capture_output=True, text=True)
+
+
+def ensure_set(suite: str, pkgs: list[str], marker: str) -> Path:
+    """A cached chroot of `suite`: minbase, then `pkgs` installed by apt, created on first use.
+
+    For callers that need their own package set (pmubuild.package). apt, not debootstrap's
+    --include, installs the set: debootstrap's resolver fails on deep dependency trees
+    (lintian on trixie). `marker` is a path inside the chroot that exists once it is
+    complete. Never modified after creation: users run in an overlay of it.
+    """
+    pkgs = sorted(pkgs)
+    final = chroot_dir(suite, ["apt:", *pkgs])
+    if (final / marker.lstrip("/")).exists():
+        return final
+    with cache.locked("chroots"):
+        if not (final / marker.lstrip("/")).exists():
+            _create_with_apt(suite, pkgs, final)
+    return final
+
+
+def _create_with_apt(suite: str, pkgs: list[str], final: Path) -> None:
+    if not shutil.which("debootstrap"):
+        raise PipelineError("debootstrap is not installed (apt-get install debootstrap)")
+    cache.remove_stale_partials(final.parent)
+    cache.ensure_free_space(final.parent, 2000, f"a Debian {suite} chroot")
+    with step(f"creating Debian {suite} chroot with {', '.join(pkgs)}"), \
+            cache.atomic_dir(final) as tmp:
+        _stream(["debootstrap", "--variant=minbase", suite, str(tmp), mirrors()[0]],
+                f"debootstrap {suite}", skip=("I: Retrieving", "I: Validating"))
+        lines = ["set -e"]
+        for p in ("/dev", "/dev/pts", "/proc"):
+            lines += [f"mkdir -p {tmp}{p}", f"mount --bind {p} {tmp}{p}"]
+        lines.append(f"cp /etc/resolv.conf {tmp}/etc/resolv.conf")
+        inner = ("apt-get update -q && apt-get install -y -q --no-install-recommends "
+                 f"{shlex.join(pkgs)} && apt-get clean")
+        lines.append(f"exec chroot {tmp} /usr/bin/env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin "
+                     f"LANG=C.UTF-8 DEBIAN_FRONTEND=noninteractive /bin/sh -c {shlex.quote(inner)}")
+        _stream(["unshare", "--mount", "--propagation", "private", "sh", "-c", "\n".join(lines)],
+                f"apt {suite}", skip=("Get:", "Selecting", "Preparing", "Unpacking"))
+
+
+def _stream(argv: list[str], label: str, skip: tuple[str, ...] = ()) -> None:
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    assert proc.stdout
+    tail: list[str] = []
+    for line in proc.stdout:
+        tail = (tail + [line.rstrip()])[-20:]
+        if not line.startswith(skip):
+            print(f"  [{label}] {line.rstrip()}", file=sys.stderr, flush=True)
+    if proc.wait() != 0:
+        raise PipelineError(f"{label} failed:\n  " + "\n  ".join(tail))

@@ -455,8 +455,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--kdir", required=True, type=Path, help="target kernel build tree")
     ap.add_argument("--cert", type=Path, help="X.509 certificate (PEM or DER) to verify "
                     "the signature against")
-    ap.add_argument("--require-signature", action="store_true", default=None,
-                    help="an unsigned module is an error (implied by MODULE_SIG_FORCE)")
+    # --no-require-signature: for DKMS, which signs after the build this check is part of.
+    ap.add_argument("--require-signature", action=argparse.BooleanOptionalAction,
+                    default=None, help="an unsigned module is an error (default: when the "
+                    "target has MODULE_SIG_FORCE)")
     ap.add_argument("ko", nargs="+", type=Path, help="module(s) to check")
     args = ap.parse_args(argv)
     if args.cert is not None and not args.cert.is_file():
