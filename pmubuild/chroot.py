@@ -10,6 +10,7 @@ import shlex
 import shutil
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 from . import cache
@@ -51,34 +52,38 @@ def ensure(apt: PrivateApt, suite: str, gcc_major: int, host_arch: str) -> Path:
     """The chroot for `suite` with gcc-N (native and cross), created on first use."""
     pkgs = packages_for(apt, suite, gcc_major, host_arch)
     final = chroot_dir(suite, pkgs)
-    if (final / "usr" / "bin" / f"gcc-{gcc_major}").exists():
+    return _once(final, final / "usr" / "bin" / f"gcc-{gcc_major}",
+                 lambda: _create(suite, pkgs, final))
+
+
+# Hundreds of lines each; the rest of debootstrap's output is progress enough.
+_DEBOOTSTRAP_NOISE = ("I: Retrieving", "I: Validating")
+
+
+def _once(final: Path, ready: Path, create: Callable[[], None]) -> Path:
+    """`final`, created by `create` unless `ready` (a path inside it) shows it complete;
+    under the chroots lock, checked again inside it."""
+    if ready.exists():
         return final
     with cache.locked("chroots"):
-        if not (final / "usr" / "bin" / f"gcc-{gcc_major}").exists():
-            _create(suite, pkgs, final)
+        if not ready.exists():
+            create()
     return final
 
 
-def _create(suite: str, pkgs: list[str], final: Path) -> None:
+def _prepare(final: Path, mib: int, what: str) -> None:
     if not shutil.which("debootstrap"):
         raise PipelineError("debootstrap is not installed (apt-get install debootstrap)")
     cache.remove_stale_partials(final.parent)
-    cache.ensure_free_space(final.parent, 1500, f"a Debian {suite} build chroot")
-    cmd = ["debootstrap", "--variant=minbase", f"--include={','.join(pkgs)}",
-           suite, "ROOT", mirrors()[0]]
+    cache.ensure_free_space(final.parent, mib, what)
+
+
+def _create(suite: str, pkgs: list[str], final: Path) -> None:
+    _prepare(final, 1500, f"a Debian {suite} build chroot")
     with step(f"creating Debian {suite} build chroot ({', '.join(pkgs)})"), \
             cache.atomic_dir(final) as tmp:
-        cmd[-2] = str(tmp)
-        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-        assert proc.stdout
-        tail: list[str] = []
-        for line in proc.stdout:
-            tail = (tail + [line.rstrip()])[-20:]
-            if line.startswith(("I: Retrieving", "I: Validating")):
-                continue  # hundreds of lines; the rest is progress enough
-            print(f"  [debootstrap {suite}] {line.rstrip()}", file=sys.stderr, flush=True)
-        if proc.wait() != 0:
-            raise PipelineError(f"debootstrap of Debian {suite} failed:\n  " + "\n  ".join(tail))
+        _stream(["debootstrap", "--variant=minbase", f"--include={','.join(pkgs)}",
+                 suite, str(tmp), mirrors()[0]], f"debootstrap {suite}", _DEBOOTSTRAP_NOISE)
 
 
 def run(root: Path, binds: list[Path], argv: list[str],
@@ -108,23 +113,16 @@ def ensure_set(suite: str, pkgs: list[str], marker: str) -> Path:
     """
     pkgs = sorted(pkgs)
     final = chroot_dir(suite, ["apt:", *pkgs])
-    if (final / marker.lstrip("/")).exists():
-        return final
-    with cache.locked("chroots"):
-        if not (final / marker.lstrip("/")).exists():
-            _create_with_apt(suite, pkgs, final)
-    return final
+    return _once(final, final / marker.lstrip("/"),
+                 lambda: _create_with_apt(suite, pkgs, final))
 
 
 def _create_with_apt(suite: str, pkgs: list[str], final: Path) -> None:
-    if not shutil.which("debootstrap"):
-        raise PipelineError("debootstrap is not installed (apt-get install debootstrap)")
-    cache.remove_stale_partials(final.parent)
-    cache.ensure_free_space(final.parent, 2000, f"a Debian {suite} chroot")
+    _prepare(final, 2000, f"a Debian {suite} chroot")
     with step(f"creating Debian {suite} chroot with {', '.join(pkgs)}"), \
             cache.atomic_dir(final) as tmp:
         _stream(["debootstrap", "--variant=minbase", suite, str(tmp), mirrors()[0]],
-                f"debootstrap {suite}", skip=("I: Retrieving", "I: Validating"))
+                f"debootstrap {suite}", _DEBOOTSTRAP_NOISE)
         lines = ["set -e"]
         for p in ("/dev", "/dev/pts", "/proc"):
             lines += [f"mkdir -p {tmp}{p}", f"mount --bind {p} {tmp}{p}"]
