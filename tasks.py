@@ -5,7 +5,7 @@ from pathlib import Path
 
 from invoke import Exit, task
 
-from pmubuild import commands
+from pmubuild import commands, pkgtest
 from pmubuild import package as package_mod
 from pmubuild.errors import PipelineError
 
@@ -100,10 +100,12 @@ def demo(c):
 
 
 @task(help={"suite": "Debian suite to build in: bookworm, trixie or sid",
-            "out": "directory for the source package and .debs (default: build/debs/SUITE)"})
-def package(c, suite="bookworm", out=""):
+            "out": "directory for the source package and .debs (default: build/debs/SUITE)",
+            "version": "build as this newer Debian version (e.g. 0.1.1-1; the checkout's "
+                       "debian/changelog is not changed)"})
+def package(c, suite="bookworm", out="", version=""):
     """Build all .debs in a clean chroot of the suite, then run lintian on them."""
-    r = _run(package_mod.build, suite, Path(out) if out else None)
+    r = _run(package_mod.build, suite, Path(out) if out else None, version or None)
     print(f"lintian: {'clean' if r.lintian_ok else 'errors or warnings (above)'}")
     for f in r.files:
         print(f)
@@ -112,12 +114,12 @@ def package(c, suite="bookworm", out=""):
 
 
 @task(name="test-package",
-      help={"suite": "Debian suite: bookworm, trixie or sid (amd64)",
-            "debs": "directory with the .debs (default: build/debs/SUITE of invoke package)"})
-def test_package(c, suite="bookworm", debs=""):
-    """apt install simple-pmu-dkms from a local repository in a fresh chroot; purge."""
-    if not _run(package_mod.test_install, suite, Path(debs) if debs else None):
-        raise Exit("test-package failed", code=1)
+      help={"suite": "Debian suite: bookworm, trixie or sid",
+            "arch": "amd64 (every stage) or arm64 (install and boot, under qemu-user)"})
+def test_package(c, suite="bookworm", arch="amd64"):
+    """Build the .debs; apt install, second kernel, upgrade, purge, failures; boot the result."""
+    if not _run(pkgtest.test, suite, arch):
+        raise Exit(f"test-package {suite} {arch} failed", code=1)
 
 
 @task

@@ -13,7 +13,7 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
-from . import cache
+from . import binfmt, cache
 from .apt import PrivateApt, mirrors
 from .errors import PipelineError
 from .matrix import GNU_TRIPLET
@@ -103,8 +103,10 @@ def run(root: Path, binds: list[Path], argv: list[str],
                            "\n".join(lines)], capture_output=True, text=True)
 
 
-def ensure_set(suite: str, pkgs: list[str], marker: str) -> Path:
+def ensure_set(suite: str, pkgs: list[str], marker: str, arch: str = "amd64") -> Path:
     """A cached chroot of `suite`: minbase, then `pkgs` installed by apt, created on first use.
+
+    `arch` other than amd64 runs under qemu-user (pmubuild.binfmt registers it).
 
     For callers that need their own package set (pmubuild.package). apt, not debootstrap's
     --include, installs the set: debootstrap's resolver fails on deep dependency trees
@@ -112,17 +114,23 @@ def ensure_set(suite: str, pkgs: list[str], marker: str) -> Path:
     complete. Never modified after creation: users run in an overlay of it.
     """
     pkgs = sorted(pkgs)
-    final = chroot_dir(suite, ["apt:", *pkgs])
+    # amd64 keys stay as they were (no arch in the name): existing caches remain valid.
+    final = chroot_dir(suite, ["apt:", *pkgs] if arch == "amd64" else [f"apt-{arch}:", *pkgs])
+    if arch == "arm64":
+        binfmt.ensure_aarch64()
+        final = final.with_name(f"{final.name}-{arch}")
+    elif arch != "amd64":
+        raise PipelineError(f"chroots are amd64 or arm64, not {arch!r}")
     return _once(final, final / marker.lstrip("/"),
-                 lambda: _create_with_apt(suite, pkgs, final))
+                 lambda: _create_with_apt(suite, pkgs, final, arch))
 
 
-def _create_with_apt(suite: str, pkgs: list[str], final: Path) -> None:
-    _prepare(final, 2000, f"a Debian {suite} chroot")
-    with step(f"creating Debian {suite} chroot with {', '.join(pkgs)}"), \
+def _create_with_apt(suite: str, pkgs: list[str], final: Path, arch: str = "amd64") -> None:
+    _prepare(final, 2000, f"a Debian {suite} {arch} chroot")
+    with step(f"creating Debian {suite} {arch} chroot with {', '.join(pkgs)}"), \
             cache.atomic_dir(final) as tmp:
-        _stream(["debootstrap", "--variant=minbase", suite, str(tmp), mirrors()[0]],
-                f"debootstrap {suite}", _DEBOOTSTRAP_NOISE)
+        _stream(["debootstrap", f"--arch={arch}", "--variant=minbase", suite, str(tmp),
+                 mirrors()[0]], f"debootstrap {suite} {arch}", _DEBOOTSTRAP_NOISE)
         lines = ["set -e"]
         for p in ("/dev", "/dev/pts", "/proc"):
             lines += [f"mkdir -p {tmp}{p}", f"mount --bind {p} {tmp}{p}"]

@@ -19,11 +19,20 @@ from pathlib import Path
 import jinja2
 
 try:
-    from .kbuildfiles import Export, TreeError, read_config, read_symvers, source_roots, tree_arch
+    from .kbuildfiles import (
+        Export,
+        TreeError,
+        kbuild_tools_problem,
+        read_config,
+        read_symvers,
+        source_roots,
+        tree_arch,
+    )
 except ImportError:  # run as a plain script from its directory (DKMS PRE_BUILD)
     from kbuildfiles import (  # type: ignore[no-redef,import-not-found,unused-ignore]
         Export,
         TreeError,
+        kbuild_tools_problem,
         read_config,
         read_symvers,
         source_roots,
@@ -88,6 +97,10 @@ class Tree:
         arch = tree_arch(self.config)
         if arch is None:
             raise CompatError(f"{kdir}/.config: neither CONFIG_X86_64 nor CONFIG_ARM64")
+        # DKMS runs this first: a half-installed tree is named here, not by make later.
+        problem = kbuild_tools_problem(kdir)
+        if problem:
+            raise CompatError(problem)
         self.arch: str = arch
         self.roots = source_roots(kdir)
         self._symvers: dict[str, Export] | None = None

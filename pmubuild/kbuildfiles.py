@@ -24,8 +24,22 @@ _C_STRING = re.compile(r'"((?:[^"\\\n]|\\.)*)"')
 _CONFIG_LINE = re.compile(r"^(CONFIG_[A-Z0-9_]+)=(.*)$")
 
 
+# kbuild host tools an external module build runs (Debian: the linux-kbuild-X package).
+KBUILD_TOOLS = ("scripts/basic/fixdep", "scripts/mod/modpost")
+
+
 class TreeError(Exception):
     """The tree lacks what the question needs; the message names the file."""
+
+
+def kbuild_tools_problem(kdir: Path) -> str | None:
+    """Why make would fail for lack of the tree's kbuild tools, or None."""
+    absent = [t for t in KBUILD_TOOLS if not (kdir / t).exists()]
+    if not absent:
+        return None
+    return (f"{kdir}: kbuild tools missing: {', '.join(absent)}; on Debian install the "
+            "linux-kbuild-X package for this machine's architecture (headers need it), "
+            "in a full tree run 'make modules_prepare'")
 
 
 @dataclass(frozen=True)

@@ -9,10 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .errors import PipelineError
-from .kbuildfiles import TreeError, read_config, tree_arch, tree_release
-
-# kbuild host tools an external module build runs.
-KBUILD_TOOLS = ("scripts/basic/fixdep", "scripts/mod/modpost")
+from .kbuildfiles import TreeError, kbuild_tools_problem, read_config, tree_arch, tree_release
 
 
 @dataclass(frozen=True)
@@ -87,12 +84,9 @@ def inspect(path_str: str | Path) -> KernelTree:
         if not (path / rel).exists():
             raise PipelineError(f"{path}: {rel} is missing; run 'make modules_prepare' "
                                 "(and a full build for Module.symvers) in that tree")
-    absent = [t for t in KBUILD_TOOLS if not (path / t).exists()]
-    if absent:
-        raise PipelineError(
-            f"{path}: kbuild tools missing: {', '.join(absent)}; on Debian install the "
-            "linux-kbuild-X package for this machine's architecture (headers need it), "
-            "in a full tree run 'make modules_prepare'")
+    problem = kbuild_tools_problem(path)
+    if problem:
+        raise PipelineError(problem)
     cc_text = config.get("CONFIG_CC_VERSION_TEXT", "")
     if config.get("CONFIG_CC_IS_CLANG") == "y":
         raise PipelineError(f"{path}: kernel built with clang ({cc_text}); only gcc-built "

@@ -43,7 +43,7 @@ class PackageResult:
     changes: Path
     files: tuple[Path, ...]
     lintian: tuple[str, ...]  # lintian's output lines
-    lintian_ok: bool
+    lintian_ok: bool | None  # None: not run (build(lint=False))
 
 
 def source_version(debian: Path = REPO / "debian") -> tuple[str, str]:
@@ -95,9 +95,11 @@ def stage_source(out: Path, orig: Path, name: str, upstream: str,
     return src
 
 
-def run_in_overlay(base: Path, binds: list[Path], script: str, label: str) -> tuple[int, list[str]]:
+def run_in_overlay(base: Path, binds: list[Path], script: str, label: str,
+                   mounts: dict[Path, str] | None = None) -> tuple[int, list[str]]:
     """Run `script` (sh, as root) in a throw-away overlay of the chroot `base`, with
-    `binds` mounted at their own paths; stream its output, prefixed with `label`."""
+    `binds` mounted at their own paths and `mounts` (host dir -> path inside) where
+    given; stream its output, prefixed with `label`."""
     work = Path(tempfile.mkdtemp(prefix="overlay-", dir=cache.subdir("overlays")))
     try:
         upper, wdir, merged = work / "upper", work / "work", work / "merged"
@@ -109,6 +111,9 @@ def run_in_overlay(base: Path, binds: list[Path], script: str, label: str) -> tu
         for p in [Path("/dev"), Path("/dev/pts"), Path("/proc"), *binds]:
             target = shlex.quote(f"{merged}{p}")
             lines += [f"mkdir -p {target}", f"mount --bind {shlex.quote(str(p))} {target}"]
+        for host, inside in (mounts or {}).items():
+            target = shlex.quote(f"{merged}{inside}")
+            lines += [f"mkdir -p {target}", f"mount --bind {shlex.quote(str(host))} {target}"]
         lines.append(f"cp /etc/resolv.conf {merged}/etc/resolv.conf")
         lines.append(f"exec chroot {merged} /usr/bin/env -i "
                      "PATH=/usr/sbin:/usr/bin:/sbin:/bin LANG=C.UTF-8 HOME=/root "
@@ -126,12 +131,49 @@ def run_in_overlay(base: Path, binds: list[Path], script: str, label: str) -> tu
         shutil.rmtree(work, ignore_errors=True)
 
 
-def build(suite: str = "bookworm", out: Path | None = None) -> PackageResult:
+def check_suite(suite: str) -> None:
     if suite in NOT_SUPPORTED:
         raise PipelineError(f"{suite} is not supported: {NOT_SUPPORTED[suite]}")
     if suite not in SUITES:
         raise PipelineError(f"unknown suite {suite!r}: choose one of {', '.join(SUITES)}")
-    name, version = source_version()
+
+
+def check_version(version: str, than: str) -> None:
+    """A Debian version (upstream-revision, no epoch) newer than `than`, or an error."""
+    if not re.fullmatch(r"[0-9][A-Za-z0-9.+~]*-[A-Za-z0-9.+~]+", version):
+        raise PipelineError(f"version {version!r}: want UPSTREAM-REVISION, e.g. 0.1.1-1")
+    proc = subprocess.run(["dpkg", "--compare-versions", version, "gt", than])
+    if proc.returncode != 0:
+        raise PipelineError(f"version {version} is not newer than debian/changelog's {than}")
+
+
+def changelog_entry(name: str, version: str, suite: str, date: str) -> str:
+    return (f"{name} ({version}) unstable; urgency=medium\n\n"
+            f"  * Local rebuild as {version} for {suite} (invoke package --version).\n\n"
+            f" -- simple-pmu test builds <simple-pmu@localhost>  {date}\n\n")
+
+
+def apt_cache_mounts(suite: str, arch: str = "amd64") -> dict[Path, str]:
+    """Persistent apt package and index caches for overlays of one suite and arch (as
+    pbuilder's aptcache): a throw-away overlay would otherwise download every package
+    and index again on every run."""
+    root = cache.subdir("apt-overlay") / f"{suite}-{arch}"
+    archives, lists = root / "archives", root / "lists"
+    for d in (archives / "partial", lists / "partial"):
+        d.mkdir(parents=True, exist_ok=True)
+    return {archives: "/var/cache/apt/archives", lists: "/var/lib/apt/lists"}
+
+
+def build(suite: str = "bookworm", out: Path | None = None, version: str | None = None,
+          run_lintian: bool = True) -> PackageResult:
+    """Source package and .debs of the checkout, built in a clean `suite` chroot, then
+    lintian. `version` builds the same sources as that (newer) version: a changelog entry
+    is added to the staged copy, never to the checkout."""
+    check_suite(suite)
+    name, current = source_version()
+    if version:
+        check_version(version, current)
+    version = version or current
     upstream = upstream_version(version)
     out = (out or REPO / "build" / "debs" / suite).resolve()
     if out.exists():
@@ -141,6 +183,11 @@ def build(suite: str = "bookworm", out: Path | None = None) -> PackageResult:
     with step(f"writing {name}_{upstream}.orig.tar.xz and the source tree"):
         orig = write_orig(out, name, upstream)
         src = stage_source(out, orig, name, upstream)
+        if version != current:
+            changelog = src / "debian" / "changelog"
+            date = subprocess.run(["date", "-R"], capture_output=True, text=True).stdout.strip()
+            changelog.write_text(changelog_entry(name, version, suite, date)
+                                 + changelog.read_text())
 
     cache.ensure_free_space(cache.subdir("chroots"), 1500, "package build chroots")
     base = chroot.ensure_set(suite, BUILD_PKGS, BUILD_MARKER)
@@ -149,7 +196,8 @@ def build(suite: str = "bookworm", out: Path | None = None) -> PackageResult:
                   "apt-get update -q\n"
                   "apt-get build-dep -q -y --no-install-recommends ./\n"
                   "dpkg-buildpackage -us -uc\n")
-        rc, log = run_in_overlay(base, [out], script, f"build {suite}")
+        rc, log = run_in_overlay(base, [out], script, f"build {suite}",
+                                 apt_cache_mounts(suite))
         if rc != 0:
             tail = "\n  ".join(log[-15:])
             raise PipelineError(f"dpkg-buildpackage in Debian {suite} failed:\n  {tail}")
@@ -158,6 +206,8 @@ def build(suite: str = "bookworm", out: Path | None = None) -> PackageResult:
     if changes is None:
         raise PipelineError(f"the build left no .changes in {out}")
     files = tuple(sorted(p for p in out.iterdir() if p.is_file()))
+    if not run_lintian:
+        return PackageResult(out, changes, files, (), None)
 
     lint_base = chroot.ensure_set(LINT_SUITE, LINT_PKGS, LINT_MARKER)
     with step(f"lintian (Debian {LINT_SUITE}) on {changes.name}"):
@@ -168,89 +218,3 @@ def build(suite: str = "bookworm", out: Path | None = None) -> PackageResult:
                   f"{shlex.quote(str(changes))}\n")
         rc, lint = run_in_overlay(lint_base, [out], script, "lintian")
     return PackageResult(out, changes, files, tuple(lint), rc == 0)
-
-
-TEST_PKGS = {suite: ["apt-utils", "linux-headers-amd64"] for suite in SUITES}
-TEST_MARKER = "usr/bin/apt-ftparchive"
-
-# Runs in a throw-away overlay of a cached chroot that has the suite's kernel headers:
-# the .debs go into a local apt repository, and apt installs simple-pmu-dkms from it.
-INSTALL_TEST = r"""
-echo "--- local apt repository with: $(cd "$DEBS" && ls *.deb | tr '\n' ' ')"
-mkdir -p /srv/repo && cp "$DEBS"/*.deb /srv/repo/
-(cd /srv/repo && apt-ftparchive packages . > Packages)
-echo 'deb [trusted=yes] file:/srv/repo ./' > /etc/apt/sources.list.d/simple-pmu.list
-apt-get update -q
-KVER=$(ls /usr/src | sed -n 's/^linux-headers-\(.*-amd64\)$/\1/p' | head -n1)
-echo "--- kernel headers: $KVER"
-echo "--- apt-get install simple-pmu-dkms"
-apt-get install -y -q -o Dpkg::Use-Pty=0 simple-pmu-dkms
-echo "--- DKMS's make.log: compat.h rendered, kbuild, modverify's table"
-log=$(find /var/lib/dkms/simple-pmu -name make.log | head -n1)
-grep -v -e '^  CC' -e '^  LD' -e '^  MODPOST' "$log" || true
-echo "--- dkms status"
-dkms status | tee /tmp/status
-grep -q "^simple-pmu/.*, $KVER, x86_64: installed" /tmp/status
-ko=$(find /lib/modules/"$KVER" -name 'simple-pmu.ko*' | head -n1)
-test -n "$ko" || { echo "FAIL: no module installed for $KVER"; exit 1; }
-echo "--- installed: $ko"
-modinfo "$ko" | grep -E '^(vermagic|signer|sig_hashalgo):'
-modinfo -F signer "$ko" | grep -q "DKMS module signing key" ||
-  { echo "FAIL: not signed by DKMS"; exit 1; }
-test -e /usr/lib/udev/rules.d/60-simple-pmu-dkms.rules
-echo "--- python3-simple-pmu and simple-pmu-dev from the same repository"
-apt-get install -y -q -o Dpkg::Use-Pty=0 python3-simple-pmu simple-pmu-dev > /dev/null
-/usr/bin/python3 -c 'import simple_pmu, simple_pmu._native as n; print("import", n.__name__, "ok")'
-simple-pmu status || echo "(simple-pmu status exited $?)"
-printf '#define _GNU_SOURCE 1\n#include <simple-pmu/cycles.h>\n#include <stdio.h>\n%s\n' \
-  'int main(void) { printf("perfmon_available() = %d\n", perfmon_available()); return 0; }' \
-  > /tmp/t.c
-gcc -O2 -Wall -o /tmp/t /tmp/t.c && /tmp/t
-apt-get purge -y -q -o Dpkg::Use-Pty=0 python3-simple-pmu simple-pmu-dev > /dev/null
-V=$(ls /usr/src | sed -n 's/^simple-pmu-//p')
-cp -a /usr/src/simple-pmu-$V /tmp/src
-echo "--- apt-get purge simple-pmu-dkms"
-apt-get purge -y -q -o Dpkg::Use-Pty=0 simple-pmu-dkms
-left=$(find /lib/modules /var/lib/dkms /usr/src /lib/udev /usr/lib/udev /usr/libexec \
-  /usr/include /usr/lib/python3 /usr/bin /usr/share/man \
-  -name '*simple-pmu*' -o -name '*simple_pmu*' 2>/dev/null)
-test -z "$left" || { echo "FAIL: left after purge:"; echo "$left"; exit 1; }
-dkms status | grep simple-pmu && { echo "FAIL: dkms still lists it"; exit 1; }
-echo "--- a module that fails verification fails the DKMS build (one MAKE[0] command)"
-# On the sources as packaged, with dkms directly (a failed forced rebuild of an installed
-# module would leave dkms 3.0.10 keeping the old .ko past purge: not what this checks).
-cp -a /tmp/src /usr/src/simple-pmu-$V
-sed -i '1a import sys; sys.exit("modverify: forced failure by test-package")' \
-  /usr/src/simple-pmu-$V/pmubuild/modverify.py
-dkms add -m simple-pmu -v "$V" > /dev/null
-if dkms build -m simple-pmu -v "$V" -k "$KVER" > /tmp/fail.out 2>&1; then
-  echo "FAIL: dkms build succeeded although modverify failed"; exit 1
-fi
-tail -n 4 /tmp/fail.out
-grep "forced failure by test-package" $(find /var/lib/dkms/simple-pmu -name make.log | head -n1)
-test -z "$(find /lib/modules -name 'simple-pmu.ko*')" ||
-  { echo "FAIL: a module got installed"; exit 1; }
-echo "dkms build failed with modverify's reason in make.log; no module installed"
-dkms remove -m simple-pmu -v "$V" --all > /dev/null
-rm -rf /usr/src/simple-pmu-$V
-test ! -e /var/lib/dkms/simple-pmu
-echo "--- OK: installed, signed, purged without trace; a failing verification fails the build"
-"""
-
-
-def test_install(suite: str = "bookworm", debs: Path | None = None) -> bool:
-    """apt install simple-pmu-dkms from a local repository in a fresh chroot with the
-    suite's amd64 kernel headers; dkms status, signature, then purge leaves nothing."""
-    if suite in NOT_SUPPORTED:
-        raise PipelineError(f"{suite} is not supported: {NOT_SUPPORTED[suite]}")
-    if suite not in TEST_PKGS:
-        raise PipelineError(f"unknown suite {suite!r}: choose one of {', '.join(TEST_PKGS)}")
-    debs = (debs or REPO / "build" / "debs" / suite).resolve()
-    if not any(debs.glob("simple-pmu-dkms_*.deb")):
-        raise PipelineError(f"no simple-pmu-dkms .deb in {debs}: run invoke package first")
-    cache.ensure_free_space(cache.subdir("chroots"), 2000, "a chroot with kernel headers")
-    base = chroot.ensure_set(suite, TEST_PKGS[suite], TEST_MARKER)
-    with step(f"apt install simple-pmu-dkms in a fresh Debian {suite} amd64 chroot"):
-        rc, _ = run_in_overlay(base, [debs], f"DEBS={shlex.quote(str(debs))}\n{INSTALL_TEST}",
-                               f"test {suite}")
-    return rc == 0

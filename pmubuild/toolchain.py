@@ -17,7 +17,8 @@ from elftools.elf.elffile import ELFFile
 from elftools.elf.gnuversions import GNUVerNeedSection
 
 from .errors import PipelineError
-from .kdir import KBUILD_TOOLS, KernelTree
+from .kbuildfiles import KBUILD_TOOLS
+from .kdir import KernelTree
 from .matrix import GNU_TRIPLET, KERNEL_ARCH
 
 _MACHINE_TO_ARCH = {"x86_64": "amd64", "aarch64": "arm64"}

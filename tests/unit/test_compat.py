@@ -95,6 +95,8 @@ def make_tree(root: Path, arch: str = "arm64", *, files: dict[str, str] | None =
     content |= {
         ".config": CONFIG[arch] + "CONFIG_CPU_PM=y\nCONFIG_HW_PERF_EVENTS=y\n" + config,
         "Makefile": "# a kernel build tree\n",
+        "scripts/basic/fixdep": "",
+        "scripts/mod/modpost": "",
         "include/linux/device.h": DEVICE_OLD,
         "include/linux/module.h": MODULE_OLD,
         "include/linux/sysfs.h": SYSFS,
@@ -570,3 +572,15 @@ def test_vcpu_loaded_test_follows_preempt_notifiers(tmp_path, config, uses_notif
     proc = gcc_syntax_check(tmp_path, out, "int f(void) { return spmu_kvm_vcpu_loaded(); }",
                             kdir / "include")
     assert proc.returncode == 0, proc.stderr
+
+
+@pytest.mark.parametrize("tool", ["scripts/basic/fixdep", "scripts/mod/modpost"])
+def test_half_installed_tree_named_before_make(tmp_path, capsys, tool):
+    """DKMS runs compat.py first: headers without their kbuild tools (linux-kbuild-X) fail
+    there with the missing tool named, and no header is written."""
+    kdir = make_tree(tmp_path / "k", skip=(tool,))
+    out = tmp_path / "compat.h"
+    assert compat.main(["--kdir", str(kdir), "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert f"kbuild tools missing: {tool};" in err and "linux-kbuild-X" in err
+    assert not out.exists()

@@ -15,10 +15,13 @@ from pathlib import Path
 
 import pytest
 
+from pmubuild import seeds
+from pmubuild.seeds import restore_seed
+
 REPO = Path(__file__).resolve().parents[2]
 INCLUDE = REPO / "include"
-SEEDS = REPO.parent / "shared" / "reference" / "seeds"
-TCYC = SEEDS / "simple-pmu-2011" / "tcyc.c"
+SEEDS = seeds.SEEDS
+TCYC = seeds.TCYC
 CSRC = Path(__file__).resolve().parent / "c"
 SYSFS_DIR = Path("/sys/devices/system/simple-pmu/simple-pmu0")
 ARM64_SYSROOT = Path("/usr/aarch64-linux-gnu")
@@ -34,17 +37,6 @@ LOST_INCLUDE_VARIANTS = [
     ["<stdio.h>", "<stdlib.h>", "<sched.h>"],
     ["<stdio.h>", "<stdlib.h>", "<string.h>"],
 ]
-
-
-def restore_seed(text: str, includes: list[str]) -> str:
-    """Put back the lost #include names and drop the trailer; refuse anything else."""
-    bare = re.findall(r"(?m)^#include[ \t]*$", text)
-    assert len(bare) == len(includes), f"seed tcyc.c has {len(bare)} bare #include lines"
-    names = iter(includes)
-    text = re.sub(r"(?m)^#include[ \t]*$", lambda _m: f"#include {next(names)}", text)
-    text, trailers = re.subn(r"[ \t]+\d+ \|[ \t]*\n?\Z", "\n", text)
-    assert trailers <= 1
-    return text
 
 
 def need_seeds() -> None:

@@ -1,0 +1,162 @@
+"""End-to-end test of the Debian packages: real apt, dpkg and DKMS in a fresh chroot, then
+the module DKMS built there booted in the matching kernel under QEMU.
+
+One throw-away overlay of a cached minimal chroot per run; the checkout's packages go into
+a local apt repository there and `apt-get install simple-pmu-dkms` is run literally. The
+kernel headers are those of the kernel the harness boots for that suite (pmubuild.kernels
+resolves it from the index), so the module DKMS built can be booted. Stages print
+`PASS: name: detail` or `FAIL: name: why` (then stop); the summary lists them.
+"""
+
+import lzma
+import shlex
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+
+from . import cache, chroot, kernels, matrix, matrixrun, package, seeds
+from .apt import PrivateApt, mirrors
+from .errors import PipelineError
+from .progress import say, step
+
+REPO = package.REPO
+BASE_PKGS = ["apt-utils"]
+BASE_MARKER = "usr/bin/apt-ftparchive"
+# A second kernel of the same release: another flavour's headers (first one published).
+SECOND_FLAVOURS = ("cloud", "rt")
+# arm64 runs under qemu-user (every compiler and Python call emulated): the install and
+# the boot, not the stages whose logic is the same on both architectures.
+FULL_ARCHES = ("amd64",)
+GUEST_SCRIPTS = {
+    "arm64": ["arm64/30-read-every-cpu.sh", "arm64/32-exact-counts.sh",
+              "common/99-kernel-log-clean.sh"],
+    "amd64": ["common/99-kernel-log-clean.sh"],
+}
+
+
+@dataclass(frozen=True)
+class Kernels:
+    first_pkg: str  # linux-headers-6.1.0-57-amd64
+    first: str  # 6.1.0-57-amd64: the release the harness boots
+    second_pkg: str
+    second: str
+    version: str  # Debian version of both headers packages
+
+
+def kernels_for(apt: PrivateApt, suite: str, arch: str) -> Kernels:
+    kp = kernels.resolve(apt, matrix.check_suite(suite), arch)
+    abi = kp.release.removesuffix(f"-{arch}")
+    for flavour in SECOND_FLAVOURS:
+        name = f"linux-headers-{abi}-{flavour}-{arch}"
+        try:
+            apt.exact(name, kp.version, arch)
+        except PipelineError:
+            continue
+        return Kernels(kp.headers.name, kp.release, name, f"{abi}-{flavour}-{arch}", kp.version)
+    raise PipelineError(f"{suite}/{arch}: no second flavour ({', '.join(SECOND_FLAVOURS)}) of "
+                        f"{kp.release} at {kp.version} in the index")
+
+
+def sources(suite: str) -> str:
+    """sources.list lines for every apt suite the matrix takes the suite's kernel from."""
+    main, security = mirrors()
+    return "\n".join(f"deb {security if s.endswith('-security') else main} {s} main"
+                     for s in matrix.check_suite(suite).apt_suites) + "\n"
+
+
+STAGES = Path(__file__).with_name("pkgtest.sh")
+
+
+def test(suite: str = "bookworm", arch: str = "amd64") -> bool:
+    """Build the packages (and a newer version of them), install, upgrade, purge and break
+    them in a fresh chroot of `suite`/`arch`, then boot the module DKMS built. True if
+    every stage passed."""
+    package.check_suite(suite)
+    matrix.check_arch(arch)
+    full = arch in FULL_ARCHES
+    name, current = package.source_version()
+    upstream = package.upstream_version(current)
+    nxt = f"{upstream}+pkgtest1-1"
+    built = REPO / "build" / "debs"
+    debs = package.build(suite, built / suite).out
+    next_debs = package.build(suite, built / f"{suite}-next", version=nxt, run_lintian=False).out \
+        if full else None
+
+    apt = PrivateApt()
+    k = kernels_for(apt, suite, arch)
+    out = REPO / "build" / "pkgtest" / f"{suite}-{arch}"
+    shutil.rmtree(out, ignore_errors=True)
+    out.mkdir(parents=True)
+    tcyc = seeds.restored_tcyc()
+    if tcyc:
+        (out / "tcyc.c").write_text(tcyc)
+
+    cache.ensure_free_space(cache.subdir("chroots"), 3000, "a chroot with kernel headers")
+    base = chroot.ensure_set(suite, BASE_PKGS, BASE_MARKER, arch)
+    env = {"DEBS": str(debs), "NEXT": str(next_debs or ""), "OUT": str(out),
+           "NEXT_VERSION": package.upstream_version(nxt), "VERSION": upstream,
+           "KPKG": k.first_pkg, "KREL": k.first, "K2PKG": k.second_pkg, "K2REL": k.second,
+           "KVERSION": k.version, "MACH": matrix.UNAME_MACHINE[arch], "FULL": "1" if full else "",
+           "SOURCES": sources(suite)}
+    script = "".join(f"{key}={shlex.quote(v)}\n" for key, v in env.items()) + STAGES.read_text()
+    binds = [debs, out] + ([next_debs] if next_debs else [])
+    with step(f"{name}: apt install, upgrade, purge in a fresh Debian {suite} {arch} chroot"):
+        rc, log = package.run_in_overlay(base, binds, script, f"{suite} {arch}",
+                                         package.apt_cache_mounts(suite, arch))
+    results = [line for line in log if line.startswith(("PASS: ", "FAIL: ", "SKIP: "))]
+    ok = rc == 0 and not any(r.startswith("FAIL") for r in results)
+    if ok:
+        results.append(boot(suite, arch, out))
+        ok = results[-1].startswith("PASS")
+    say(f"test-package {suite} {arch}:")
+    for r in results:
+        say(f"  {r}")
+    if rc != 0 and not any(r.startswith("FAIL") for r in results):
+        say(f"  FAIL: the stages stopped with exit status {rc} (output above)")
+    return ok
+
+
+def boot(suite: str, arch: str, out: Path) -> str:
+    """Boot the suite's kernel with the module DKMS built, loaded by insmod from /work."""
+    packed = sorted(out.glob("simple-pmu.ko*"))
+    if not packed:
+        return "FAIL: boot: the stages left no module in " + str(out)
+    ko = out / "dkms" / "simple-pmu.ko"
+    ko.parent.mkdir(exist_ok=True)
+    data = packed[0].read_bytes()
+    # dkms 3.2 installs simple-pmu.ko.xz; busybox insmod takes the plain module.
+    ko.write_bytes(lzma.decompress(data) if packed[0].suffix == ".xz" else data)
+    scripts = [REPO / "tests" / "guest" / s for s in GUEST_SCRIPTS[arch]]
+    command = (BOOT_ARM64 if arch == "arm64" else BOOT_AMD64).format(
+        scripts=" ".join(f"/work/{s.name}" for s in scripts))
+    with step(f"booting {suite} {arch} with the module DKMS built"):
+        run = matrixrun.qemu_run(matrix.check_suite(suite), arch, command, [ko, *scripts], 300)
+    for line in run.command_output.splitlines():
+        say(f"  [guest] {line}")
+    last = [x for x in run.command_output.splitlines() if x.startswith(("PASS", "FAIL"))]
+    if run.command_rc == 0 and last and last[-1].startswith("PASS"):
+        return last[-1]
+    return f"FAIL: boot: guest command exited {run.command_rc}"
+
+
+BOOT_ARM64 = """\
+insmod /work/simple-pmu.ko || {{ echo "FAIL: boot: insmod of DKMS's module failed"; exit 1; }}
+for s in {scripts}; do
+    echo "--- $s"; sh "$s" || {{ echo "FAIL: boot: $s"; exit 1; }}
+done
+simple-pmu read --json | grep -q '"backend": "driver"' ||
+    {{ echo "FAIL: boot: simple-pmu read did not use the driver"; exit 1; }}
+rmmod simple_pmu || {{ echo "FAIL: boot: rmmod"; exit 1; }}
+echo "PASS: boot: DKMS's module loads in $(uname -r): user reads on every CPU," \
+    "exact counts, simple-pmu read uses it, unloads, kernel log clean"
+"""
+
+BOOT_AMD64 = """\
+if out=$(insmod /work/simple-pmu.ko 2>&1); then echo "FAIL: boot: it loaded under TCG"; exit 1; fi
+echo "insmod: $out"
+echo "$out" | grep -q "No such device" || {{ echo "FAIL: boot: not ENODEV"; exit 1; }}
+line=$(dmesg | grep "simple-pmu:") || {{ echo "FAIL: boot: no simple-pmu: line"; exit 1; }}
+[ ! -e /sys/devices/system/simple-pmu ] || {{ echo "FAIL: boot: sysfs left"; exit 1; }}
+for s in {scripts}; do sh "$s" || {{ echo "FAIL: boot: $s"; exit 1; }}; done
+echo "PASS: boot: DKMS's module refused in $(uname -r) (no PMU under TCG): ENODEV, $line"
+"""

@@ -1,0 +1,177 @@
+# Stages of `invoke test-package` (pmubuild/pkgtest.py puts the variables first):
+# run by sh -e as root in a throw-away overlay of a minimal Debian chroot.
+#   DEBS NEXT OUT        the .debs, the newer version's .debs (empty: no upgrade), results
+#   VERSION NEXT_VERSION their upstream (= DKMS module) versions
+#   KPKG KREL K2PKG K2REL KVERSION  the kernel the harness boots and a second flavour
+#   MACH FULL SOURCES    uname -m; non-empty: every stage (else install, header, purge)
+# Each stage ends with "PASS: stage: detail" or stops with "FAIL: stage: why".
+
+pass() { echo "PASS: $*"; }
+fail() { echo "FAIL: $*"; exit 1; }
+
+# apt-get, its whole output kept in /tmp/apt.log and the lines that matter shown; the
+# exit status is apt's (dash has no pipefail, so no pipe).
+run_apt() {
+	rc=0
+	apt-get -y -q -o Dpkg::Use-Pty=0 "$@" > /tmp/apt.log 2>&1 || rc=$?
+	grep -v -e '^Get:' -e '^Selecting' -e '^Preparing' -e '^Unpacking' -e '^Setting up' \
+		-e '^Processing triggers' -e '^(Reading database' -e '^update-alternatives' \
+		-e '^Fetched' -e '^Need to get' -e '^After this' -e '^debconf' /tmp/apt.log || true
+	return $rc
+}
+
+# Everything of ours a purge must remove (the repository lists are the test's own).
+leftovers() {
+	find /lib/modules /var/lib/dkms /usr/src /lib/udev /usr/lib/udev /usr/libexec \
+		/usr/include /usr/lib/python3 /usr/bin /usr/share/man /usr/share/doc /etc \
+		\( -name '*simple-pmu*' -o -name '*simple_pmu*' \) 2>/dev/null || true
+}
+
+installed_for() { # VERSION KREL: dkms status says installed
+	dkms status > /tmp/status 2>&1 || true
+	grep -q "^simple-pmu/$1, $2, $MACH: installed" /tmp/status
+}
+
+signed_module() { # KREL STAGE: the installed module's path, after checking DKMS signed it
+	_ko=$(find /lib/modules/"$1" -name 'simple-pmu.ko*' | head -n1)
+	[ -n "$_ko" ] || fail "$2: no simple-pmu.ko* under /lib/modules/$1"
+	_signer=$(modinfo -F signer "$_ko")
+	[ "$_signer" = "DKMS module signing key" ] || fail "$2: $_ko signer '$_signer'"
+	echo "$_ko"
+}
+
+dkms_log() { # VERSION: DKMS's make.log of the last build, without kbuild's per-file lines
+	_log=$(ls -t $(find /var/lib/dkms/simple-pmu/"$1" -name make.log) | head -n1)
+	grep -v -e '^  CC' -e '^  LD' -e '^  MODPOST' -e '^  BTF' "$_log" || true
+}
+
+# --- setup: the suite's archive and security updates (where the harness's kernel may
+# come from), the local repository, and the headers of the kernel the harness boots.
+printf '%s' "$SOURCES" > /etc/apt/sources.list
+mkdir -p /srv/repo
+cp "$DEBS"/*.deb /srv/repo/
+(cd /srv/repo && apt-ftparchive packages . > Packages)
+echo 'deb [trusted=yes] file:/srv/repo ./' > /etc/apt/sources.list.d/localrepo.list
+apt-get update -q > /tmp/update.log 2>&1 || { cat /tmp/update.log; fail "setup: apt-get update"; }
+run_apt install "$KPKG=$KVERSION" || fail "setup: apt-get install $KPKG=$KVERSION exited $rc"
+pass "setup: local repository with $(cd /srv/repo && ls *.deb | tr '\n' ' ')and $KPKG $KVERSION"
+
+# --- install: literally, from the repository; DKMS builds, verifies, signs, installs.
+echo "--- apt-get install simple-pmu-dkms"
+run_apt install simple-pmu-dkms || fail "install: apt-get install simple-pmu-dkms exited $rc"
+echo "--- DKMS's make.log"
+dkms_log "$VERSION" | tee /tmp/make.log
+grep -q "^HAVE_[A-Z0-9_]* *yes " /tmp/make.log || fail "install: no compat.py table in make.log"
+grep -q "against $KREL" /tmp/make.log || fail "install: modverify's report for $KREL missing"
+installed_for "$VERSION" "$KREL" || { cat /tmp/status; fail "install: dkms status: not installed for $KREL"; }
+ko=$(signed_module "$KREL" install)
+[ -e /usr/lib/udev/rules.d/60-simple-pmu-dkms.rules ] || fail "install: no udev rule"
+cp "$ko" "$OUT/"
+pass "install: compat.h rendered, built, verified, signed by DKMS, installed: $ko"
+
+# --- second-kernel: installing another kernel's headers builds the module for it too.
+if [ -n "$FULL" ]; then
+	run_apt install "$K2PKG=$KVERSION" || fail "second-kernel: installing $K2PKG exited $rc"
+	installed_for "$VERSION" "$K2REL" ||
+		{ cat /tmp/status; fail "second-kernel: the headers' DKMS hook did not install it for $K2REL"; }
+	pass "second-kernel: $K2PKG installed; DKMS built and signed it for $K2REL: $(signed_module "$K2REL" second-kernel)"
+fi
+
+# --- userland: the header package (and the Python package where it was built).
+userland="simple-pmu-dev"
+[ -z "$FULL" ] || userland="$userland python3-simple-pmu"
+run_apt install $userland || fail "userland: apt-get install $userland exited $rc"
+printf '#include <simple-pmu/cycles.h>\n#include <stdio.h>\n%s\n' \
+	'int main(void) { printf("perfmon_available() = %d\n", perfmon_available()); return 0; }' \
+	> /tmp/t.c
+gcc -O2 -Wall -Wextra -Werror -o /tmp/t /tmp/t.c || fail "userland: <simple-pmu/cycles.h> does not compile"
+/tmp/t
+detail="<simple-pmu/cycles.h> compiles"
+if [ -e "$OUT/tcyc.c" ]; then
+	gcc -O2 -Wall -Wextra -Werror -I/usr/include/simple-pmu -o /tmp/tcyc "$OUT/tcyc.c" ||
+		fail "userland: the 2011 tcyc.c does not compile against /usr/include/simple-pmu"
+	trc=0; tout=$(/tmp/tcyc) || trc=$?
+	[ "$trc $tout" = "1 no fixed perfmon available" ] || fail "userland: tcyc: exit $trc, '$tout'"
+	detail="$detail; tcyc.c (2011) compiles with -I/usr/include/simple-pmu and says '$tout'"
+else
+	echo "SKIP: userland: tcyc.c: the seed documents are not beside the checkout"
+fi
+if [ -n "$FULL" ]; then
+	/usr/bin/python3 -c 'import simple_pmu, simple_pmu._native' || fail "userland: import simple_pmu"
+	src=0; sout=$(simple-pmu status 2>&1) || src=$?
+	echo "$sout"
+	echo "$sout" | grep -q "module not loaded" || fail "userland: simple-pmu status names no reason"
+	detail="$detail; import simple_pmu works; simple-pmu status exits $src naming its reasons"
+fi
+pass "userland: $detail"
+
+# --- upgrade: a newer package version rebuilds for every kernel and drops the old one.
+if [ -n "$FULL" ]; then
+	mkdir -p /srv/next
+	cp "$NEXT"/simple-pmu-dkms_*.deb /srv/next/
+	(cd /srv/next && apt-ftparchive packages . > Packages)
+	echo 'deb [trusted=yes] file:/srv/next ./' > /etc/apt/sources.list.d/localrepo-next.list
+	apt-get update -q > /tmp/update.log 2>&1 || { cat /tmp/update.log; fail "upgrade: apt-get update"; }
+	touch /tmp/before-upgrade
+	sleep 1
+	run_apt install simple-pmu-dkms || fail "upgrade: apt-get install exited $rc"
+	for k in "$KREL" "$K2REL"; do
+		installed_for "$NEXT_VERSION" "$k" || { cat /tmp/status; fail "upgrade: $NEXT_VERSION not installed for $k"; }
+		signed_module "$k" upgrade > /dev/null
+	done
+	! grep -q "^simple-pmu/$VERSION," /tmp/status || { cat /tmp/status; fail "upgrade: $VERSION still in dkms"; }
+	[ ! -e "/usr/src/simple-pmu-$VERSION" ] || fail "upgrade: /usr/src/simple-pmu-$VERSION left"
+	n=$(find /lib/modules/"$KREL" /lib/modules/"$K2REL" -name 'simple-pmu.ko*' -newer /tmp/before-upgrade | wc -l)
+	[ "$n" = 2 ] || fail "upgrade: $n of 2 modules rebuilt"
+	pass "upgrade: $(dpkg-query -W -f '${Version}' simple-pmu-dkms) rebuilt, signed and installed for $KREL and $K2REL; $VERSION gone"
+fi
+
+# --- purge: nothing of ours left.
+run_apt purge $userland simple-pmu-dkms || fail "purge: apt-get purge exited $rc"
+left=$(leftovers)
+[ -z "$left" ] || fail "purge: left behind: $left"
+! dkms status 2>/dev/null | grep simple-pmu || fail "purge: dkms still lists it"
+pass "purge: no module, DKMS tree, sources, udev rule, header, Python module, man page or doc left"
+
+[ -n "$FULL" ] || exit 0
+
+# --- broken-headers: headers whose kbuild tools are missing make the install fail
+# loudly, install no module, and dpkg can finish once the tools are back.
+modpost=$(readlink -f "/usr/src/linux-headers-$KREL/scripts/mod/modpost")
+[ -x "$modpost" ] || fail "broken-headers: no modpost at $modpost to take away"
+mv "$modpost" /tmp/modpost.saved
+if run_apt install simple-pmu-dkms; then fail "broken-headers: apt-get install succeeded"; fi
+arc=$rc
+grep -q "Bad return status for module build" /tmp/apt.log || fail "broken-headers: DKMS's error not in apt's output"
+V=$(ls /var/lib/dkms/simple-pmu | grep -v '^kernel' | head -n1)
+dkms_log "$V" > /tmp/make.log
+reason=$(grep "kbuild tools missing" /tmp/make.log) ||
+	{ cat /tmp/make.log; fail "broken-headers: make.log does not name the missing tools"; }
+[ -z "$(find /lib/modules -name 'simple-pmu.ko*')" ] || fail "broken-headers: a module got installed"
+state=$(dpkg-query -W -f '${Status}' simple-pmu-dkms)
+mv /tmp/modpost.saved "$modpost"
+dpkg --configure -a > /tmp/configure.log 2>&1 || { cat /tmp/configure.log; fail "broken-headers: dpkg --configure -a after repair"; }
+installed_for "$V" "$KREL" || { cat /tmp/status; fail "broken-headers: not installed after repair"; }
+run_apt purge simple-pmu-dkms || fail "broken-headers: purge exited $rc"
+left=$(leftovers)
+[ -z "$left" ] || fail "broken-headers: left after purge: $left"
+pass "broken-headers: apt-get exited $arc ('Bad return status for module build'); make.log:$reason; no module installed; package '$state' until the tools came back, then dpkg --configure -a installed it; purge left nothing"
+
+# --- failed-verification: a module modverify rejects fails the DKMS build (one MAKE[0]).
+# With dkms directly on the sources as packaged: a failed forced rebuild of an installed
+# module leaves dkms 3.0.10 keeping the old .ko past purge, which is not what this checks.
+mkdir -p /tmp/src
+dpkg-deb -x "$(ls /srv/repo/simple-pmu-dkms_*.deb)" /tmp/src
+cp -a "/tmp/src/usr/src/simple-pmu-$VERSION" /usr/src/
+sed -i '1a import sys; sys.exit("modverify: forced failure by test-package")' \
+	"/usr/src/simple-pmu-$VERSION/pmubuild/modverify.py"
+dkms add -m simple-pmu -v "$VERSION" > /dev/null
+if dkms build -m simple-pmu -v "$VERSION" -k "$KREL" > /tmp/fail.out 2>&1; then
+	fail "failed-verification: dkms build succeeded although modverify failed"
+fi
+dkms_log "$VERSION" | grep -q "forced failure by test-package" || fail "failed-verification: reason not in make.log"
+[ -z "$(find /lib/modules -name 'simple-pmu.ko*')" ] || fail "failed-verification: a module got installed"
+dkms remove -m simple-pmu -v "$VERSION" --all > /dev/null
+rm -rf "/usr/src/simple-pmu-$VERSION"
+[ ! -e /var/lib/dkms/simple-pmu ] || fail "failed-verification: DKMS tree left"
+pass "failed-verification: dkms build fails with modverify's reason in make.log; nothing installed"
