@@ -36,7 +36,7 @@
 #define SPMU_CPUID_A_EDX_NUM_FIXED(edx)	((edx) & 0x1fu)
 #define SPMU_CPUID_A_EDX_FIXED_WIDTH(edx) (((edx) >> 5) & 0xffu)
 /* union cpuid10_edx: anythread_deprecated is bit 15 */
-#define SPMU_CPUID_A_EDX_ANYTHREAD_DEPRECATED	(1u << 15)
+#define SPMU_CPUID_A_EDX_ANYTHREAD_DEPRECATED	0x8000u
 
 /*
  * Architectural events: bit numbers of leaf 0xA EBX (a set bit means NOT
@@ -211,13 +211,13 @@ static inline unsigned int spmu_perf_fixed_mask(const struct spmu_perfmon *p,
  * bitmap (update_pmu_cap() uses them as cntr_mask64/fixed_cntr_mask64).
  * Sub-leaf 3: EAX architectural events, set bit = supported (cpuid.csv).
  */
-#define SPMU_CPUID_7_1_EAX_PERFMON_EXT	(1u << 8)
+#define SPMU_CPUID_7_1_EAX_PERFMON_EXT	0x100u		/* bit 8 */
 #define SPMU_EXT_SUBLEAF_COUNTERS	1
 #define SPMU_EXT_SUBLEAF_ACR		2
 #define SPMU_EXT_SUBLEAF_EVENTS		3
-#define SPMU_EXT_CAP_UMASK2		(1u << 0)
-#define SPMU_EXT_CAP_EQ			(1u << 1)
-#define SPMU_EXT_CAP_RDPMC_USER_DISABLE	(1u << 2)
+#define SPMU_EXT_CAP_UMASK2		0x1u
+#define SPMU_EXT_CAP_EQ			0x2u
+#define SPMU_EXT_CAP_RDPMC_USER_DISABLE	0x4u
 
 struct spmu_perfmon_ext {
 	unsigned int subleaves;		/* sub-leaf 0 EAX */
@@ -368,8 +368,8 @@ static inline unsigned long long spmu_event_counters(unsigned int config,
  * counter i is i. Bit 29 (INTEL_PMC_FIXED_RDPMC_METRICS) reads
  * PERF_METRICS, which is not a counter.
  */
-#define SPMU_RDPMC_FIXED		(1u << 30)
-#define SPMU_RDPMC_METRICS		(1u << 29)
+#define SPMU_RDPMC_FIXED		0x40000000u	/* bit 30 */
+#define SPMU_RDPMC_METRICS		0x20000000u	/* bit 29 */
 /* INTEL_PMC_MAX_GENERIC and INTEL_PMC_MAX_FIXED (6.1 to 7.2) */
 #define SPMU_MAX_GP			32
 #define SPMU_MAX_FIXED			16
