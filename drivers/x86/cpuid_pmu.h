@@ -296,8 +296,12 @@ static inline unsigned int spmu_core_type(unsigned int leaf1a_eax)
  */
 #define SPMU_PMC_IDX_FIXED		32
 
-/* X86_RAW_EVENT_MASK on Intel: event, umask, edge, pin, inv, cmask. */
-#define SPMU_RAW_EVENT_MASK		0xff8cffffu
+/*
+ * X86_RAW_EVENT_MASK: event, umask, edge, inv, cmask. A fixed constraint
+ * matches these bits exactly (FIXED_EVENT_FLAGS); USR, OS, INT, EN do not
+ * matter.
+ */
+#define SPMU_RAW_EVENT_MASK		0xff84ffffu
 
 /*
  * The counters perf may put an event on, as a mask of perf indices, for

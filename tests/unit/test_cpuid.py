@@ -288,6 +288,8 @@ FIXED = 32  # perf's index of fixed counter 0 (INTEL_PMC_IDX_FIXED)
     (0x0100, 0xF, F3, 0, 0xF),                       # before Ice Lake: a general counter
     (0x5300C0, GP8, F4, 1, 1 << FIXED | GP8),        # USR/OS/INT/EN bits do not matter
     (0x15300C0, GP8, F4, 1, GP8),                    # a cmask does: no fixed counter
+    (0x8000C0, GP8, F4, 1, GP8),                     # and so does inv
+    (0x0800C0, GP8, F4, 1, 1 << FIXED | GP8),        # pin control is not matched
     (0x00C0, GP8, 0x6, 1, GP8),                      # perf does not use fixed 0: GP only
     (0x01C2, 0x3F, F3, 1, 0x3F),                     # anything else: the general counters
 ])
