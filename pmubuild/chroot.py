@@ -103,6 +103,12 @@ def run(root: Path, binds: list[Path], argv: list[str],
                            "\n".join(lines)], capture_output=True, text=True)
 
 
+# The registry here serves sid as a snapshot whose Release is past its Valid-Until (apt then
+# refuses the suite); signatures are still checked. Written into every package chroot.
+NO_VALID_UNTIL = 'Acquire::Check-Valid-Until "false";'
+NO_VALID_UNTIL_FILE = "etc/apt/apt.conf.d/99simple-pmu-snapshot"
+
+
 def ensure_set(suite: str, pkgs: list[str], marker: str, arch: str = "amd64") -> Path:
     """A cached chroot of `suite`: minbase, then `pkgs` installed by apt, created on first use.
 
@@ -135,6 +141,7 @@ def _create_with_apt(suite: str, pkgs: list[str], final: Path, arch: str = "amd6
         for p in ("/dev", "/dev/pts", "/proc"):
             lines += [f"mkdir -p {tmp}{p}", f"mount --bind {p} {tmp}{p}"]
         lines.append(f"cp /etc/resolv.conf {tmp}/etc/resolv.conf")
+        lines.append(f"echo {shlex.quote(NO_VALID_UNTIL)} > {tmp}/{NO_VALID_UNTIL_FILE}")
         inner = ("apt-get update -q && apt-get install -y -q --no-install-recommends "
                  f"{shlex.join(pkgs)} && apt-get clean")
         lines.append(f"exec chroot {tmp} /usr/bin/env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin "

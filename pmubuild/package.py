@@ -115,6 +115,8 @@ def run_in_overlay(base: Path, binds: list[Path], script: str, label: str,
             target = shlex.quote(f"{merged}{inside}")
             lines += [f"mkdir -p {target}", f"mount --bind {shlex.quote(str(host))} {target}"]
         lines.append(f"cp /etc/resolv.conf {merged}/etc/resolv.conf")
+        lines.append(f"echo {shlex.quote(chroot.NO_VALID_UNTIL)} > "
+                     f"{merged}/{chroot.NO_VALID_UNTIL_FILE}")
         lines.append(f"exec chroot {merged} /usr/bin/env -i "
                      "PATH=/usr/sbin:/usr/bin:/sbin:/bin LANG=C.UTF-8 HOME=/root "
                      f"DEBIAN_FRONTEND=noninteractive /bin/sh -ec {shlex.quote(script)}")

@@ -11,6 +11,7 @@ resolves it from the index), so the module DKMS built can be booted. Stages prin
 import lzma
 import shlex
 import shutil
+import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -27,6 +28,10 @@ SECOND_FLAVOURS = ("cloud", "rt")
 # arm64 runs under qemu-user (every compiler and Python call emulated): the install and
 # the boot, not the stages whose logic is the same on both architectures.
 FULL_ARCHES = ("amd64",)
+# Every stage pkgtest.sh runs for an arch, in order; one missing is a failure.
+STAGES_FULL = ("setup", "install", "second-kernel", "userland", "upgrade", "remove", "purge",
+               "broken-headers", "failed-verification")
+STAGES_INSTALL = ("setup", "install", "userland", "remove", "purge")
 GUEST_SCRIPTS = {
     "arm64": ["arm64/30-read-every-cpu.sh", "arm64/32-exact-counts.sh",
               "common/99-kernel-log-clean.sh"],
@@ -78,7 +83,10 @@ def test(suite: str = "bookworm", arch: str = "amd64") -> bool:
     upstream = package.upstream_version(current)
     nxt = f"{upstream}+pkgtest1-1"
     built = REPO / "build" / "debs"
-    debs = package.build(suite, built / suite).out
+    first = package.build(suite, built / suite)
+    debs = first.out
+    lint = ("PASS: lintian: no errors or warnings on the source package and every .deb"
+            if first.lintian_ok else "FAIL: lintian: errors or warnings (above)")
     next_debs = package.build(suite, built / f"{suite}-next", version=nxt, run_lintian=False).out \
         if full else None
 
@@ -103,17 +111,23 @@ def test(suite: str = "bookworm", arch: str = "amd64") -> bool:
     with step(f"{name}: apt install, upgrade, purge in a fresh Debian {suite} {arch} chroot"):
         rc, log = package.run_in_overlay(base, binds, script, f"{suite} {arch}",
                                          package.apt_cache_mounts(suite, arch))
-    results = [line for line in log if line.startswith(("PASS: ", "FAIL: ", "SKIP: "))]
-    ok = rc == 0 and not any(r.startswith("FAIL") for r in results)
-    if ok:
+    results = [lint] + [line for line in log if line.startswith(("PASS: ", "FAIL: ", "SKIP: "))]
+    if rc == 0:
+        results += missing_stages(results, STAGES_FULL if full else STAGES_INSTALL)
+    elif not any(r.startswith("FAIL") for r in results):
+        results.append(f"FAIL: the stages stopped with exit status {rc} (output above)")
+    if not any(r.startswith("FAIL") for r in results):
         results.append(boot(suite, arch, out))
-        ok = results[-1].startswith("PASS")
     say(f"test-package {suite} {arch}:")
     for r in results:
         say(f"  {r}")
-    if rc != 0 and not any(r.startswith("FAIL") for r in results):
-        say(f"  FAIL: the stages stopped with exit status {rc} (output above)")
-    return ok
+    return not any(r.startswith("FAIL") for r in results)
+
+
+def missing_stages(results: list[str], expected: tuple[str, ...]) -> list[str]:
+    """FAIL lines for the expected stages that reported nothing (PASS or FAIL)."""
+    seen = {r.split(": ", 2)[1] for r in results if r.startswith(("PASS: ", "FAIL: "))}
+    return [f"FAIL: {name}: the stage never reported" for name in expected if name not in seen]
 
 
 def boot(suite: str, arch: str, out: Path) -> str:
@@ -126,6 +140,10 @@ def boot(suite: str, arch: str, out: Path) -> str:
     data = packed[0].read_bytes()
     # dkms 3.2 installs simple-pmu.ko.xz; busybox insmod takes the plain module.
     ko.write_bytes(lzma.decompress(data) if packed[0].suffix == ".xz" else data)
+    signer = subprocess.run(["modinfo", "-F", "signer", str(ko)], capture_output=True,
+                            text=True).stdout.strip()
+    if signer != "DKMS module signing key":
+        return f"FAIL: boot: {ko} is not the module DKMS signed (signer {signer!r})"
     scripts = [REPO / "tests" / "guest" / s for s in GUEST_SCRIPTS[arch]]
     command = (BOOT_ARM64 if arch == "arm64" else BOOT_AMD64).format(
         scripts=" ".join(f"/work/{s.name}" for s in scripts))
@@ -139,7 +157,10 @@ def boot(suite: str, arch: str, out: Path) -> str:
     return f"FAIL: boot: guest command exited {run.command_rc}"
 
 
+# The harness's own module is in the guest's /lib/modules: removed first, so that only
+# DKMS's can be loaded.
 BOOT_ARM64 = """\
+rm -f /lib/modules/$(uname -r)/extra/simple-pmu.ko
 insmod /work/simple-pmu.ko || {{ echo "FAIL: boot: insmod of DKMS's module failed"; exit 1; }}
 for s in {scripts}; do
     echo "--- $s"; sh "$s" || {{ echo "FAIL: boot: $s"; exit 1; }}
@@ -152,10 +173,12 @@ echo "PASS: boot: DKMS's module loads in $(uname -r): user reads on every CPU," 
 """
 
 BOOT_AMD64 = """\
+rm -f /lib/modules/$(uname -r)/extra/simple-pmu.ko
 if out=$(insmod /work/simple-pmu.ko 2>&1); then echo "FAIL: boot: it loaded under TCG"; exit 1; fi
 echo "insmod: $out"
 echo "$out" | grep -q "No such device" || {{ echo "FAIL: boot: not ENODEV"; exit 1; }}
-line=$(dmesg | grep "simple-pmu:") || {{ echo "FAIL: boot: no simple-pmu: line"; exit 1; }}
+line=$(dmesg | grep -m1 "simple-pmu: CPU has no architectural perfmon") ||
+    {{ echo "FAIL: boot: not refused for lack of perfmon: $(dmesg | grep simple-pmu)"; exit 1; }}
 [ ! -e /sys/devices/system/simple-pmu ] || {{ echo "FAIL: boot: sysfs left"; exit 1; }}
 for s in {scripts}; do sh "$s" || {{ echo "FAIL: boot: $s"; exit 1; }}; done
 echo "PASS: boot: DKMS's module refused in $(uname -r) (no PMU under TCG): ENODEV, $line"

@@ -10,10 +10,11 @@ pass() { echo "PASS: $*"; }
 fail() { echo "FAIL: $*"; exit 1; }
 
 # apt-get, its whole output kept in /tmp/apt.log and the lines that matter shown; the
-# exit status is apt's (dash has no pipefail, so no pipe).
+# exit status is apt's (dash has no pipefail, so no pipe). Without Recommends: the
+# packages' Depends alone must be enough (dkms recommends kernel headers of its own).
 run_apt() {
 	rc=0
-	apt-get -y -q -o Dpkg::Use-Pty=0 "$@" > /tmp/apt.log 2>&1 || rc=$?
+	apt-get -y -q -o Dpkg::Use-Pty=0 --no-install-recommends "$@" > /tmp/apt.log 2>&1 || rc=$?
 	grep -v -e '^Get:' -e '^Selecting' -e '^Preparing' -e '^Unpacking' -e '^Setting up' \
 		-e '^Processing triggers' -e '^(Reading database' -e '^update-alternatives' \
 		-e '^Fetched' -e '^Need to get' -e '^After this' -e '^debconf' /tmp/apt.log || true
@@ -32,12 +33,14 @@ installed_for() { # VERSION KREL: dkms status says installed
 	grep -q "^simple-pmu/$1, $2, $MACH: installed" /tmp/status
 }
 
-signed_module() { # KREL STAGE: the installed module's path, after checking DKMS signed it
-	_ko=$(find /lib/modules/"$1" -name 'simple-pmu.ko*' | head -n1)
-	[ -n "$_ko" ] || fail "$2: no simple-pmu.ko* under /lib/modules/$1"
-	_signer=$(modinfo -F signer "$_ko")
-	[ "$_signer" = "DKMS module signing key" ] || fail "$2: $_ko signer '$_signer'"
-	echo "$_ko"
+# KREL STAGE: sets $ko to the module installed for KREL, after checking DKMS signed it.
+# Called directly, never in $(...): its fail must end this shell, not a subshell.
+signed_module() {
+	ko=$(find /lib/modules/"$1" -name 'simple-pmu.ko*')
+	[ -n "$ko" ] || fail "$2: no simple-pmu.ko* under /lib/modules/$1"
+	[ "$(echo "$ko" | wc -l)" = 1 ] || fail "$2: more than one module for $1: $ko"
+	_signer=$(modinfo -F signer "$ko")
+	[ "$_signer" = "DKMS module signing key" ] || fail "$2: $ko signer '$_signer'"
 }
 
 dkms_log() { # VERSION: DKMS's make.log of the last build, without kbuild's per-file lines
@@ -64,8 +67,9 @@ dkms_log "$VERSION" | tee /tmp/make.log
 grep -q "^HAVE_[A-Z0-9_]* *yes " /tmp/make.log || fail "install: no compat.py table in make.log"
 grep -q "against $KREL" /tmp/make.log || fail "install: modverify's report for $KREL missing"
 installed_for "$VERSION" "$KREL" || { cat /tmp/status; fail "install: dkms status: not installed for $KREL"; }
-ko=$(signed_module "$KREL" install)
+signed_module "$KREL" install
 [ -e /usr/lib/udev/rules.d/60-simple-pmu-dkms.rules ] || fail "install: no udev rule"
+[ -x /usr/libexec/simple-pmu/simple-pmu-rdpmc ] || fail "install: udev helper not executable"
 cp "$ko" "$OUT/"
 pass "install: compat.h rendered, built, verified, signed by DKMS, installed: $ko"
 
@@ -74,7 +78,8 @@ if [ -n "$FULL" ]; then
 	run_apt install "$K2PKG=$KVERSION" || fail "second-kernel: installing $K2PKG exited $rc"
 	installed_for "$VERSION" "$K2REL" ||
 		{ cat /tmp/status; fail "second-kernel: the headers' DKMS hook did not install it for $K2REL"; }
-	pass "second-kernel: $K2PKG installed; DKMS built and signed it for $K2REL: $(signed_module "$K2REL" second-kernel)"
+	signed_module "$K2REL" second-kernel
+	pass "second-kernel: $K2PKG installed; DKMS built and signed it for $K2REL: $ko"
 fi
 
 # --- userland: the header package (and the Python package where it was built).
@@ -117,7 +122,7 @@ if [ -n "$FULL" ]; then
 	run_apt install simple-pmu-dkms || fail "upgrade: apt-get install exited $rc"
 	for k in "$KREL" "$K2REL"; do
 		installed_for "$NEXT_VERSION" "$k" || { cat /tmp/status; fail "upgrade: $NEXT_VERSION not installed for $k"; }
-		signed_module "$k" upgrade > /dev/null
+		signed_module "$k" upgrade
 	done
 	! grep -q "^simple-pmu/$VERSION," /tmp/status || { cat /tmp/status; fail "upgrade: $VERSION still in dkms"; }
 	[ ! -e "/usr/src/simple-pmu-$VERSION" ] || fail "upgrade: /usr/src/simple-pmu-$VERSION left"
@@ -125,6 +130,14 @@ if [ -n "$FULL" ]; then
 	[ "$n" = 2 ] || fail "upgrade: $n of 2 modules rebuilt"
 	pass "upgrade: $(dpkg-query -W -f '${Version}' simple-pmu-dkms) rebuilt, signed and installed for $KREL and $K2REL; $VERSION gone"
 fi
+
+# --- remove: the module, DKMS's tree and sources, the udev rule go (no conffiles to keep).
+run_apt remove simple-pmu-dkms || fail "remove: apt-get remove exited $rc"
+[ -z "$(find /lib/modules -name 'simple-pmu.ko*')" ] || fail "remove: a module is left"
+[ ! -e /var/lib/dkms/simple-pmu ] || fail "remove: /var/lib/dkms/simple-pmu left"
+[ -z "$(ls -d /usr/src/simple-pmu-* 2>/dev/null)" ] || fail "remove: sources left in /usr/src"
+[ ! -e /usr/lib/udev/rules.d/60-simple-pmu-dkms.rules ] || fail "remove: udev rule left"
+pass "remove: no module, DKMS tree, sources or udev rule left"
 
 # --- purge: nothing of ours left.
 run_apt purge $userland simple-pmu-dkms || fail "purge: apt-get purge exited $rc"
@@ -143,35 +156,38 @@ mv "$modpost" /tmp/modpost.saved
 if run_apt install simple-pmu-dkms; then fail "broken-headers: apt-get install succeeded"; fi
 arc=$rc
 grep -q "Bad return status for module build" /tmp/apt.log || fail "broken-headers: DKMS's error not in apt's output"
-V=$(ls /var/lib/dkms/simple-pmu | grep -v '^kernel' | head -n1)
-dkms_log "$V" > /tmp/make.log
-reason=$(grep "kbuild tools missing" /tmp/make.log) ||
-	{ cat /tmp/make.log; fail "broken-headers: make.log does not name the missing tools"; }
+# The reason itself, in apt's output (debian/simple-pmu-dkms.postinst shows it).
+reason=$(grep "kbuild tools missing: scripts/mod/modpost" /tmp/apt.log) ||
+	fail "broken-headers: apt's output does not name the missing tool"
 [ -z "$(find /lib/modules -name 'simple-pmu.ko*')" ] || fail "broken-headers: a module got installed"
 state=$(dpkg-query -W -f '${Status}' simple-pmu-dkms)
+[ "$state" = "install ok half-configured" ] || fail "broken-headers: package state '$state'"
+V=$(dpkg-query -W -f '${Version}' simple-pmu-dkms | sed 's/-[^-]*$//')
 mv /tmp/modpost.saved "$modpost"
 dpkg --configure -a > /tmp/configure.log 2>&1 || { cat /tmp/configure.log; fail "broken-headers: dpkg --configure -a after repair"; }
-installed_for "$V" "$KREL" || { cat /tmp/status; fail "broken-headers: not installed after repair"; }
+for k in "$KREL" "$K2REL"; do
+	installed_for "$V" "$k" || { cat /tmp/status; fail "broken-headers: not installed for $k after repair"; }
+done
 run_apt purge simple-pmu-dkms || fail "broken-headers: purge exited $rc"
 left=$(leftovers)
 [ -z "$left" ] || fail "broken-headers: left after purge: $left"
 pass "broken-headers: apt-get exited $arc ('Bad return status for module build'); make.log:$reason; no module installed; package '$state' until the tools came back, then dpkg --configure -a installed it; purge left nothing"
 
-# --- failed-verification: a module modverify rejects fails the DKMS build (one MAKE[0]).
-# With dkms directly on the sources as packaged: a failed forced rebuild of an installed
-# module leaves dkms 3.0.10 keeping the old .ko past purge, which is not what this checks.
-mkdir -p /tmp/src
-dpkg-deb -x "$(ls /srv/repo/simple-pmu-dkms_*.deb)" /tmp/src
-cp -a "/tmp/src/usr/src/simple-pmu-$VERSION" /usr/src/
+# --- failed-verification: a module modverify rejects fails the package's configuration
+# (DKMS runs modverify inside MAKE[0]), with the reason in the output. The package is
+# unpacked, its modverify made to reject, then configured by dpkg as apt would.
+deb=$(ls /srv/repo/simple-pmu-dkms_*.deb)
+dpkg --unpack "$deb" > /dev/null
 sed -i '1a import sys; sys.exit("modverify: forced failure by test-package")' \
 	"/usr/src/simple-pmu-$VERSION/pmubuild/modverify.py"
-dkms add -m simple-pmu -v "$VERSION" > /dev/null
-if dkms build -m simple-pmu -v "$VERSION" -k "$KREL" > /tmp/fail.out 2>&1; then
-	fail "failed-verification: dkms build succeeded although modverify failed"
+if dpkg --configure simple-pmu-dkms > /tmp/configure.log 2>&1; then
+	fail "failed-verification: dpkg --configure succeeded although modverify failed"
 fi
-dkms_log "$VERSION" | grep -q "forced failure by test-package" || fail "failed-verification: reason not in make.log"
+grep -q "forced failure by test-package" /tmp/configure.log ||
+	{ cat /tmp/configure.log; fail "failed-verification: the reason is not in dpkg's output"; }
 [ -z "$(find /lib/modules -name 'simple-pmu.ko*')" ] || fail "failed-verification: a module got installed"
-dkms remove -m simple-pmu -v "$VERSION" --all > /dev/null
-rm -rf "/usr/src/simple-pmu-$VERSION"
-[ ! -e /var/lib/dkms/simple-pmu ] || fail "failed-verification: DKMS tree left"
-pass "failed-verification: dkms build fails with modverify's reason in make.log; nothing installed"
+state=$(dpkg-query -W -f '${Status}' simple-pmu-dkms)
+run_apt purge simple-pmu-dkms || fail "failed-verification: purge exited $rc"
+left=$(leftovers)
+[ -z "$left" ] || fail "failed-verification: left after purge: $left"
+pass "failed-verification: dpkg --configure fails with modverify's reason in its output; no module installed; '$state'; purge left nothing"

@@ -10,11 +10,19 @@ REPO = Path(__file__).resolve().parents[2]
 RDPMC = REPO / "debian" / "simple-pmu-rdpmc"
 
 
+RULES = REPO / "debian" / "60-simple-pmu-dkms.rules"
+
+
 def fake_root(tmp_path: Path, pmus: dict[str, str]) -> Path:
+    """A sysfs with these PMUs' rdpmc. As in the kernel, cpu_atom's rdpmc on a hybrid part
+    is the same global value as cpu_core's (here: a link to that file)."""
     for pmu, value in pmus.items():
         d = tmp_path / "sys" / "bus" / "event_source" / "devices" / pmu
         d.mkdir(parents=True)
-        (d / "rdpmc").write_text(value + "\n")
+        if pmu == "cpu_atom" and "cpu_core" in pmus:
+            (d / "rdpmc").symlink_to(d.parent / "cpu_core" / "rdpmc")
+        else:
+            (d / "rdpmc").write_text(value + "\n")
     return tmp_path
 
 
@@ -27,7 +35,9 @@ def value(root: Path, pmu: str) -> str:
     return (root / "sys/bus/event_source/devices" / pmu / "rdpmc").read_text().strip()
 
 
-@pytest.mark.parametrize("pmus", [{"cpu": "1"}, {"cpu_core": "1", "cpu_atom": "0"}])
+@pytest.mark.parametrize("pmus", [{"cpu": "1"}, {"cpu": "0"},
+                                  {"cpu_core": "1", "cpu_atom": "1"},
+                                  {"cpu_core": "0", "cpu_atom": "0"}])
 def test_rdpmc_set_on_load_restored_on_unload(tmp_path, pmus):
     root = fake_root(tmp_path, pmus)
     assert rdpmc(root, "load").returncode == 0
@@ -61,3 +71,24 @@ def test_dkms_make_is_one_command_with_the_release_from_kernelver():
     assert steps[2].startswith("/usr/bin/python3 pmubuild/modverify.py --kdir /k "
                                "--no-require-signature simple-pmu.ko")
     assert arch == "^(x86_64|aarch64)$"
+    # Nothing may swallow a failing step, and dkms 3.2 builds nothing without AUTOINSTALL.
+    assert "||" not in make and ";" not in make
+    autoinstall = subprocess.run(["bash", "-c", f'. {REPO}/dkms.conf; echo "$AUTOINSTALL"'],
+                                 capture_output=True, text=True, check=True).stdout.strip()
+    assert autoinstall == "yes"
+
+
+def test_rdpmc_helper_is_executable_and_ships_where_the_rule_runs_it():
+    assert RDPMC.stat().st_mode & 0o111, "debian/simple-pmu-rdpmc must be executable"
+    install = (REPO / "debian" / "simple-pmu-dkms.install").read_text().split("\n")
+    dest = next(line.split()[1] for line in install if line.startswith("debian/simple-pmu-rdpmc"))
+    rules = [line for line in RULES.read_text().splitlines() if line and line[0] != "#"]
+    assert len(rules) == 2
+    for line, action in zip(rules, ("add", "remove"), strict=True):
+        keys = dict(part.strip().split("==", 1) if "==" in part else part.strip().split("+=", 1)
+                    for part in line.split(", "))
+        # The module's kobject is named with underscores (simple_pmu), not simple-pmu.
+        assert keys == {"SUBSYSTEM": '"module"', "KERNEL": '"simple_pmu"',
+                        "ACTION": f'"{action}"',
+                        "RUN": f'"/{dest.strip("/")}/simple-pmu-rdpmc '
+                               f'{"load" if action == "add" else "unload"}"'}, line
