@@ -7,7 +7,8 @@ Each feature is one entry of FEATURES; compat.h.j2 turns the results into HAVE_ 
 and small wrappers, and every macro in the header names its entry and evidence.
 
 Standalone on purpose: it needs only python3 and jinja2, so DKMS runs it on a user's
-machine before each build (PRE_BUILD):  python3 compat.py --kdir DIR --out compat.h
+machine as the first step of its build command (dkms.conf MAKE[0]):
+    /usr/bin/python3 compat.py --kdir DIR --out compat.h
 """
 
 import argparse
@@ -28,7 +29,7 @@ try:
         source_roots,
         tree_arch,
     )
-except ImportError:  # run as a plain script from its directory (DKMS PRE_BUILD)
+except ImportError:  # run as a plain script from its directory (dkms.conf MAKE[0])
     from kbuildfiles import (  # type: ignore[no-redef,import-not-found,unused-ignore]
         Export,
         TreeError,

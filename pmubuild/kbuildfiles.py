@@ -144,10 +144,15 @@ def tree_vermagic(kdir: Path, config: dict[str, str], arch: str) -> str:
     if not autoconf.is_file():
         raise TreeError(f"{autoconf} not found: is this a prepared kernel tree "
                         "(make modules_prepare)?")
-    cpp = next(([shutil.which(c[0]) or c[0], *c[1:]] for c in PREPROCESSORS
+    # The kernel's own compiler first (what kbuild runs: Debian's headers name gcc-N, and
+    # a DKMS machine may have no plain gcc), then the usual names.
+    own = config.get("CONFIG_CC_VERSION_TEXT", "").strip('"').split(" ", 1)[0]
+    candidates = ([(own, "-E")] if own else []) + list(PREPROCESSORS)
+    cpp = next(([shutil.which(c[0]) or c[0], *c[1:]] for c in candidates
                 if shutil.which(c[0])), None)
     if cpp is None:
-        raise TreeError("no C preprocessor (gcc, cc, cpp or clang) on PATH: needed to expand "
+        names = ", ".join(c[0] for c in candidates)
+        raise TreeError(f"no C preprocessor ({names}) on PATH: needed to expand "
                         f"{found[0]}/include/linux/vermagic.h")
     cmd = [*cpp, "-P", "-undef", "-nostdinc", "-x", "c", "-D__KERNEL__", "-DINCLUDE_VERMAGIC",
            *(f"-D{d}" for d in ARCH_PREDEFINES[arch]), *_randstruct_flags(config),

@@ -9,8 +9,8 @@ named modules), the CRCs in __versions, symbols we never use, and the appended s
 
 Standalone on purpose: python3 and pyelftools only (plus the C preprocessor to expand the
 target's vermagic.h, openssl to verify a signature), so
-DKMS runs it on a user's machine after each build (POST_BUILD):
-    python3 modverify.py --kdir /lib/modules/$(uname -r)/build simple-pmu.ko
+DKMS runs it on a user's machine as the last step of its build command (dkms.conf MAKE[0]):
+    /usr/bin/python3 modverify.py --kdir /lib/modules/$(uname -r)/build simple-pmu.ko
 """
 
 import argparse
@@ -37,7 +37,7 @@ try:
         tree_release,
         tree_vermagic,
     )
-except ImportError:  # run as a plain script from its directory (DKMS POST_BUILD)
+except ImportError:  # run as a plain script from its directory (dkms.conf MAKE[0])
     from kbuildfiles import (  # type: ignore[no-redef,import-not-found,unused-ignore]
         Export,
         TreeError,

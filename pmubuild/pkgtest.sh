@@ -21,11 +21,17 @@ run_apt() {
 	return $rc
 }
 
-# Everything of ours a purge must remove (the repository lists are the test's own).
+# Every file of ours anywhere in the chroot (dpkg's own or made by a maintainer script,
+# /run and /var/lib included); not the test's own /srv, /tmp, or the bind-mounted
+# directories (other filesystems: -xdev).
 leftovers() {
-	find /lib/modules /var/lib/dkms /usr/src /lib/udev /usr/lib/udev /usr/libexec \
-		/usr/include /usr/lib/python3 /usr/bin /usr/share/man /usr/share/doc /etc \
-		\( -name '*simple-pmu*' -o -name '*simple_pmu*' \) 2>/dev/null || true
+	find / -xdev \( -path /proc -o -path /sys -o -path /dev -o -path /srv -o -path /tmp \) \
+		-prune -o \( -name '*simple-pmu*' -o -name '*simple_pmu*' \) -print
+}
+
+no_dkms_entry() { # STAGE
+	dkms status > /tmp/status 2>&1 || { cat /tmp/status; fail "$1: dkms status failed"; }
+	! grep -q simple-pmu /tmp/status || { cat /tmp/status; fail "$1: dkms still lists it"; }
 }
 
 installed_for() { # VERSION KREL: dkms status says installed
@@ -79,7 +85,7 @@ if [ -n "$FULL" ]; then
 	installed_for "$VERSION" "$K2REL" ||
 		{ cat /tmp/status; fail "second-kernel: the headers' DKMS hook did not install it for $K2REL"; }
 	signed_module "$K2REL" second-kernel
-	pass "second-kernel: $K2PKG installed; DKMS built and signed it for $K2REL: $ko"
+	pass "second-kernel: $K2PKG installed; the kernel hooks had DKMS build and sign it for $K2REL: $ko"
 fi
 
 # --- userland: the header package (and the Python package where it was built).
@@ -99,7 +105,7 @@ if [ -e "$OUT/tcyc.c" ]; then
 	[ "$trc $tout" = "1 no fixed perfmon available" ] || fail "userland: tcyc: exit $trc, '$tout'"
 	detail="$detail; tcyc.c (2011) compiles with -I/usr/include/simple-pmu and says '$tout'"
 else
-	echo "SKIP: userland: tcyc.c: the seed documents are not beside the checkout"
+	fail "userland: tcyc.c: the seed documents are not beside the checkout (../shared)"
 fi
 if [ -n "$FULL" ]; then
 	/usr/bin/python3 -c 'import simple_pmu, simple_pmu._native' || fail "userland: import simple_pmu"
@@ -141,9 +147,9 @@ pass "remove: no module, DKMS tree, sources or udev rule left"
 
 # --- purge: nothing of ours left.
 run_apt purge $userland simple-pmu-dkms || fail "purge: apt-get purge exited $rc"
-left=$(leftovers)
+left=$(leftovers) || fail "purge: find failed"
 [ -z "$left" ] || fail "purge: left behind: $left"
-! dkms status 2>/dev/null | grep simple-pmu || fail "purge: dkms still lists it"
+no_dkms_entry purge
 pass "purge: no module, DKMS tree, sources, udev rule, header, Python module, man page or doc left"
 
 [ -n "$FULL" ] || exit 0
@@ -169,8 +175,9 @@ for k in "$KREL" "$K2REL"; do
 	installed_for "$V" "$k" || { cat /tmp/status; fail "broken-headers: not installed for $k after repair"; }
 done
 run_apt purge simple-pmu-dkms || fail "broken-headers: purge exited $rc"
-left=$(leftovers)
+left=$(leftovers) || fail "broken-headers: find failed"
 [ -z "$left" ] || fail "broken-headers: left after purge: $left"
+no_dkms_entry broken-headers
 pass "broken-headers: apt-get exited $arc ('Bad return status for module build'); make.log:$reason; no module installed; package '$state' until the tools came back, then dpkg --configure -a installed it; purge left nothing"
 
 # --- failed-verification: a module modverify rejects fails the package's configuration
@@ -188,6 +195,7 @@ grep -q "forced failure by test-package" /tmp/configure.log ||
 [ -z "$(find /lib/modules -name 'simple-pmu.ko*')" ] || fail "failed-verification: a module got installed"
 state=$(dpkg-query -W -f '${Status}' simple-pmu-dkms)
 run_apt purge simple-pmu-dkms || fail "failed-verification: purge exited $rc"
-left=$(leftovers)
+left=$(leftovers) || fail "failed-verification: find failed"
 [ -z "$left" ] || fail "failed-verification: left after purge: $left"
+no_dkms_entry failed-verification
 pass "failed-verification: dpkg --configure fails with modverify's reason in its output; no module installed; '$state'; purge left nothing"

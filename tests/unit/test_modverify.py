@@ -3,6 +3,7 @@ vermagic.h, the signature trailer and its PKCS#7, the command line, and that it 
 standalone (DKMS POST_BUILD)."""
 
 import os
+import shutil
 import struct
 import subprocess
 import sys
@@ -112,8 +113,24 @@ def test_undefined_macro_left_over(tmp_path):
 def test_no_preprocessor(tmp_path, monkeypatch):
     t = target(tmp_path, "amd64")
     monkeypatch.setenv("PATH", str(tmp_path / "empty"))
-    with pytest.raises(modverify.VerifyError, match=r"no C preprocessor \(gcc, cc, cpp or clang"):
+    with pytest.raises(modverify.VerifyError,
+                       match=r"no C preprocessor \(gcc, cc, cpp, clang\)"):
         modverify.expected_vermagic(t)
+
+
+def test_the_kernels_own_compiler_preprocesses(tmp_path, monkeypatch):
+    """Debian's sid headers name gcc-16, and a DKMS machine without Recommends has no plain
+    gcc: the compiler the tree names is tried first, and named when absent."""
+    t = target(tmp_path, "amd64", CONFIG_CC_VERSION_TEXT='"gcc-99 (Debian 99.1-1) 99.1"')
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    monkeypatch.setenv("PATH", str(bindir))
+    with pytest.raises(modverify.VerifyError, match=r"no C preprocessor \(gcc-99, gcc, cc,"):
+        modverify.expected_vermagic(t)
+    real = shutil.which("gcc", path="/usr/bin:/bin")
+    assert real
+    (bindir / "gcc-99").symlink_to(real)
+    assert modverify.expected_vermagic(t) == "6.1.0-9-x SMP mod_unload "
 
 
 def test_unsigned_file_is_all_body():
