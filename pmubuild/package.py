@@ -11,6 +11,8 @@ every .deb): Debian judges packages with its current lintian, and an older one (
 flags the current Standards-Version as newer than it knows.
 """
 
+import hashlib
+import json
 import re
 import shlex
 import shutil
@@ -60,10 +62,10 @@ def upstream_version(version: str) -> str:
 
 
 def checkout_files(repo: Path = REPO) -> list[str]:
-    """Files of the checkout as git sees them (tracked and new, not ignored), without
-    debian/: what the upstream tarball holds. Uncommitted edits are included."""
-    proc = subprocess.run(["git", "-C", str(repo), "ls-files", "-z", "--cached", "--others",
-                           "--exclude-standard"], capture_output=True, text=True)
+    """The checkout's tracked files without debian/: what the upstream tarball holds.
+    Edits not yet committed are included; files git does not track are not."""
+    proc = subprocess.run(["git", "-C", str(repo), "ls-files", "-z", "--cached"],
+                          capture_output=True, text=True)
     if proc.returncode != 0:
         raise PipelineError(f"git ls-files in {repo} failed: {proc.stderr.strip()}")
     names = sorted({n for n in proc.stdout.split("\0") if n})
@@ -166,21 +168,62 @@ def apt_cache_mounts(suite: str, arch: str = "amd64") -> dict[Path, str]:
     return {archives: "/var/cache/apt/archives", lists: "/var/lib/apt/lists"}
 
 
+def content_key(suite: str, version: str, run_lintian: bool, repo: Path = REPO) -> str:
+    """What a build's result depends on: every file of the source package (content and
+    name), the target version and suite, the build and lintian chroots' package sets."""
+    h = hashlib.sha256(f"{suite} {version} {run_lintian} {BUILD_PKGS} {LINT_SUITE} "
+                       f"{LINT_PKGS}\n".encode())
+    debian = sorted(str(p.relative_to(repo)) for p in (repo / "debian").rglob("*")
+                    if p.is_file())
+    for rel in checkout_files(repo) + debian:
+        h.update(rel.encode() + b"\0" + (repo / rel).read_bytes() + b"\0")
+    return h.hexdigest()[:16]
+
+
 def build(suite: str = "bookworm", out: Path | None = None, version: str | None = None,
           run_lintian: bool = True) -> PackageResult:
     """Source package and .debs of the checkout, built in a clean `suite` chroot, then
     lintian. `version` builds the same sources as that (newer) version: a changelog entry
-    is added to the staged copy, never to the checkout."""
+    is added to the staged copy, never to the checkout.
+
+    Cached by content (content_key): the same sources give the same packages, so a build
+    of unchanged sources copies the earlier result (and its lintian verdict) instead."""
     check_suite(suite)
     name, current = source_version()
     if version:
         check_version(version, current)
     version = version or current
-    upstream = upstream_version(version)
     out = (out or REPO / "build" / "debs" / suite).resolve()
     if out.exists():
         shutil.rmtree(out)
     out.mkdir(parents=True)
+    cached = cache.subdir("debs") / f"{suite}-{content_key(suite, version, run_lintian)}"
+    if not (cached / RESULT).exists():
+        cache.ensure_free_space(cached.parent, 500, "built Debian packages")
+        with cache.locked("debs"):
+            if not (cached / RESULT).exists():
+                with cache.atomic_dir(cached) as tmp:
+                    result = _build(suite, tmp, name, current, version, run_lintian)
+                    (tmp / RESULT).write_text(json.dumps(
+                        {"lintian": result.lintian, "lintian_ok": result.lintian_ok}))
+    else:
+        say(f"{name} {version} for {suite}: sources unchanged since {cached.name}, "
+            "using that build")
+    for f in cached.iterdir():
+        if f.is_file() and f.name != RESULT:
+            shutil.copy2(f, out / f.name)
+    meta = json.loads((cached / RESULT).read_text())
+    changes = next(iter(sorted(out.glob("*.changes"))))
+    return PackageResult(out, changes, tuple(sorted(out.iterdir())), tuple(meta["lintian"]),
+                         meta["lintian_ok"])
+
+
+RESULT = "build-result.json"
+
+
+def _build(suite: str, out: Path, name: str, current: str, version: str,
+           run_lintian: bool) -> PackageResult:
+    upstream = upstream_version(version)
 
     with step(f"writing {name}_{upstream}.orig.tar.xz and the source tree"):
         orig = write_orig(out, name, upstream)
@@ -194,10 +237,14 @@ def build(suite: str = "bookworm", out: Path | None = None, version: str | None 
     cache.ensure_free_space(cache.subdir("chroots"), 1500, "package build chroots")
     base = chroot.ensure_set(suite, BUILD_PKGS, BUILD_MARKER)
     with step(f"building {name} {version} in a clean Debian {suite} chroot"):
+        # As Debian's buildds do: the build itself unprivileged (Rules-Requires-Root: no)
+        # and without network (nothing may be fetched during the build).
         script = (f"cd {shlex.quote(str(src))}\n"
                   "apt-get update -q\n"
                   "apt-get build-dep -q -y --no-install-recommends ./\n"
-                  "dpkg-buildpackage -us -uc\n")
+                  f"chown -R nobody:nogroup {shlex.quote(str(out))}\n"
+                  "exec unshare --net setpriv --reuid=nobody --regid=nogroup --clear-groups "
+                  "env HOME=/nonexistent dpkg-buildpackage -us -uc\n")
         rc, log = run_in_overlay(base, [out], script, f"build {suite}",
                                  apt_cache_mounts(suite))
         if rc != 0:
@@ -207,6 +254,7 @@ def build(suite: str = "bookworm", out: Path | None = None, version: str | None 
     changes = next(iter(sorted(out.glob("*.changes"))), None)
     if changes is None:
         raise PipelineError(f"the build left no .changes in {out}")
+    shutil.rmtree(src)  # the unpacked tree: the .dsc and tarballs are the source package
     files = tuple(sorted(p for p in out.iterdir() if p.is_file()))
     if not run_lintian:
         return PackageResult(out, changes, files, (), None)

@@ -91,7 +91,8 @@ fi
 # --- userland: the header package (and the Python package where it was built).
 userland="simple-pmu-dev"
 [ -z "$FULL" ] || userland="$userland python3-simple-pmu"
-run_apt install $userland || fail "userland: apt-get install $userland exited $rc"
+# The test's own C compiler (a header package does not pull one in; sid's dkms does not).
+run_apt install $userland gcc libc6-dev || fail "userland: apt-get install $userland exited $rc"
 printf '#include <simple-pmu/cycles.h>\n#include <stdio.h>\n%s\n' \
 	'int main(void) { printf("perfmon_available() = %d\n", perfmon_available()); return 0; }' \
 	> /tmp/t.c
