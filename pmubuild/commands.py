@@ -1,5 +1,7 @@
 """What each invoke task does; tasks.py only maps arguments onto these functions."""
 
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -9,6 +11,8 @@ from .apt import PrivateApt
 from .errors import PipelineError
 from .kdir import KernelTree, inspect
 from .progress import say
+
+REPO = Path(__file__).resolve().parents[1]
 
 DEMO_SCRIPT = """\
 echo "--- arm64 guest: $(uname -r), $(nproc) CPUs, QEMU -cpu max (emulated PMUv3)"
@@ -160,3 +164,31 @@ def demo() -> int:
 
 def checkpatch() -> list[str]:
     return checkpatch_mod.run()
+
+
+def test_all(timeout: float, jobs: int) -> bool:
+    """`invoke test` after lint: pytest and the Debian packaging tests side by side (each
+    uses about one core), then test-qemu. The packaging tests' output goes to a log file
+    (named at the end), their summary to the terminal."""
+    log = REPO / "build" / "test-package.log"
+    log.parent.mkdir(parents=True, exist_ok=True)
+    start = time.monotonic()
+    with open(log, "w") as f:
+        say(f"test-package: bookworm, trixie, sid (amd64) and bookworm (arm64), output in {log}")
+        pkg = subprocess.Popen([sys.executable, "-m", "pmubuild.pkgtest"], cwd=REPO,
+                               stdout=f, stderr=subprocess.STDOUT)
+        unit_ok = subprocess.run([sys.executable, "-m", "pytest", "-q", "tests"],
+                                 cwd=REPO).returncode == 0
+        say(f"pytest done after {time.monotonic() - start:.0f}s; waiting for test-package")
+        pkg_ok = pkg.wait() == 0
+    lines = log.read_text(errors="replace").splitlines()
+    say(f"test-package done after {time.monotonic() - start:.0f}s:")
+    summary = [x for x in lines if x.startswith(("test-package ", "  PASS", "  FAIL", "  SKIP"))]
+    for line in summary if pkg_ok else summary + ["--- end of the log:", *lines[-40:]]:
+        print(line)
+    qemu_ok = test_qemu("all", "all", timeout, jobs)
+    if not unit_ok:
+        print("pytest failed (output above)")
+    if not pkg_ok:
+        print(f"test-package failed (its summary above; whole output in {log})")
+    return unit_ok and pkg_ok and qemu_ok

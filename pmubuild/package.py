@@ -199,16 +199,17 @@ def build(suite: str = "bookworm", out: Path | None = None, version: str | None 
     out.mkdir(parents=True)
     cached = cache.subdir("debs") / f"{suite}-{content_key(suite, version, run_lintian)}"
     if not (cached / RESULT).exists():
+        # Built in `out`, not in the cache: the unprivileged build cannot enter /root.
+        result = _build(suite, out, name, current, version, run_lintian)
         cache.ensure_free_space(cached.parent, 500, "built Debian packages")
-        with cache.locked("debs"):
-            if not (cached / RESULT).exists():
-                with cache.atomic_dir(cached) as tmp:
-                    result = _build(suite, tmp, name, current, version, run_lintian)
-                    (tmp / RESULT).write_text(json.dumps(
-                        {"lintian": result.lintian, "lintian_ok": result.lintian_ok}))
-    else:
-        say(f"{name} {version} for {suite}: sources unchanged since {cached.name}, "
-            "using that build")
+        with cache.locked("debs"), cache.atomic_dir(cached) as tmp:
+            for f in result.files:
+                shutil.copy2(f, tmp / f.name)
+            (tmp / RESULT).write_text(json.dumps(
+                {"lintian": result.lintian, "lintian_ok": result.lintian_ok}))
+        return result
+    say(f"{name} {version} for {suite}: sources unchanged since {cached.name}, "
+        "using that build")
     for f in cached.iterdir():
         if f.is_file() and f.name != RESULT:
             shutil.copy2(f, out / f.name)
@@ -244,7 +245,7 @@ def _build(suite: str, out: Path, name: str, current: str, version: str,
                   "apt-get build-dep -q -y --no-install-recommends ./\n"
                   f"chown -R nobody:nogroup {shlex.quote(str(out))}\n"
                   "exec unshare --net setpriv --reuid=nobody --regid=nogroup --clear-groups "
-                  "env HOME=/nonexistent dpkg-buildpackage -us -uc\n")
+                  "env HOME=/tmp dpkg-buildpackage -us -uc\n")
         rc, log = run_in_overlay(base, [out], script, f"build {suite}",
                                  apt_cache_mounts(suite))
         if rc != 0:

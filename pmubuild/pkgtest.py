@@ -12,6 +12,8 @@ import lzma
 import shlex
 import shutil
 import subprocess
+import sys
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -21,6 +23,8 @@ from .errors import PipelineError
 from .progress import say, step
 
 REPO = package.REPO
+# What `invoke test` runs: every supported suite on amd64 (every stage), one on arm64.
+ALL = (("bookworm", "amd64"), ("trixie", "amd64"), ("sid", "amd64"), ("bookworm", "arm64"))
 BASE_PKGS = ["apt-utils"]
 BASE_MARKER = "usr/bin/apt-ftparchive"
 # A second kernel of the same release: another flavour's headers (first one published).
@@ -183,3 +187,25 @@ line=$(dmesg | grep -m1 "simple-pmu: CPU has no architectural perfmon") ||
 for s in {scripts}; do sh "$s" || {{ echo "FAIL: boot: $s"; exit 1; }}; done
 echo "PASS: boot: DKMS's module refused in $(uname -r) (no PMU under TCG): ENODEV, $line"
 """
+
+
+def test_all() -> bool:
+    """Every combination of ALL in turn (they share the CPU with other tests); a summary
+    line each, with its wall time."""
+    summary = []
+    for suite, arch in ALL:
+        start = time.monotonic()
+        try:
+            ok = test(suite, arch)
+        except PipelineError as e:
+            say(f"test-package {suite} {arch}: error: {e}")
+            ok = False
+        summary.append(f"test-package {suite:<8} {arch}: {'PASS' if ok else 'FAIL'} "
+                       f"({time.monotonic() - start:.0f}s)")
+    for line in summary:
+        say(line)
+    return all(line.split(": ", 1)[1].startswith("PASS") for line in summary)
+
+
+if __name__ == "__main__":
+    sys.exit(0 if test_all() else 1)
