@@ -101,7 +101,18 @@ def run_in_overlay(base: Path, binds: list[Path], script: str, label: str,
                    mounts: dict[Path, str] | None = None) -> tuple[int, list[str]]:
     """Run `script` (sh, as root) in a throw-away overlay of the chroot `base`, with
     `binds` mounted at their own paths and `mounts` (host dir -> path inside) where
-    given; stream its output, prefixed with `label`."""
+    given; stream its output, prefixed with `label`. Overlays sharing host directories
+    through `mounts` (apt's caches) run one at a time: apt locks them."""
+    if mounts:
+        shared = sorted(str(h) for h in mounts)[0]
+        lock = "apt-overlay-" + hashlib.sha256(shared.encode()).hexdigest()[:8]
+        with cache.locked(lock):
+            return _run_in_overlay(base, binds, script, label, mounts)
+    return _run_in_overlay(base, binds, script, label, {})
+
+
+def _run_in_overlay(base: Path, binds: list[Path], script: str, label: str,
+                    mounts: dict[Path, str]) -> tuple[int, list[str]]:
     work = Path(tempfile.mkdtemp(prefix="overlay-", dir=cache.subdir("overlays")))
     try:
         upper, wdir, merged = work / "upper", work / "work", work / "merged"
@@ -113,7 +124,7 @@ def run_in_overlay(base: Path, binds: list[Path], script: str, label: str,
         for p in [Path("/dev"), Path("/dev/pts"), Path("/proc"), *binds]:
             target = shlex.quote(f"{merged}{p}")
             lines += [f"mkdir -p {target}", f"mount --bind {shlex.quote(str(p))} {target}"]
-        for host, inside in (mounts or {}).items():
+        for host, inside in mounts.items():
             target = shlex.quote(f"{merged}{inside}")
             lines += [f"mkdir -p {target}", f"mount --bind {shlex.quote(str(host))} {target}"]
         lines.append(f"cp /etc/resolv.conf {merged}/etc/resolv.conf")
