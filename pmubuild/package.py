@@ -168,12 +168,13 @@ def changelog_entry(name: str, version: str, suite: str, date: str) -> str:
             f" -- simple-pmu test builds <simple-pmu@localhost>  {date}\n\n")
 
 
-def apt_cache_mounts(suite: str, arch: str = "amd64") -> dict[Path, str]:
+def apt_cache_mounts(suite: str, arch: str = "amd64", role: str = "build") -> dict[Path, str]:
     """Persistent apt package and index caches for overlays of one suite and arch (as
     pbuilder's aptcache): a throw-away overlay would otherwise download every package
-    and index again on every run."""
+    and index again on every run. The index cache is per `role`: apt-get update drops the
+    lists of suites its sources do not name, and the roles' sources differ."""
     root = cache.subdir("apt-overlay") / f"{suite}-{arch}"
-    archives, lists = root / "archives", root / "lists"
+    archives, lists = root / "archives", root / f"lists-{role}"
     for d in (archives / "partial", lists / "partial"):
         d.mkdir(parents=True, exist_ok=True)
     return {archives: "/var/cache/apt/archives", lists: "/var/lib/apt/lists"}

@@ -62,7 +62,7 @@ def refused(suite: str, arch: str) -> bool:
     with step(f"apt install simple-pmu-dkms in Debian {suite} {arch} (unsupported)"):
         rc, log = package.run_in_overlay(
             base, [debs], f"DEBS={shlex.quote(str(debs))}\n{REFUSAL}", f"{suite} {arch}",
-            package.apt_cache_mounts(suite, arch))
+            package.apt_cache_mounts(suite, arch, "test"))
     results = [x for x in log if x.startswith(("PASS: ", "FAIL: "))] or [
         f"FAIL: refusal: exit status {rc}, no verdict (output above)"]
     say(f"test-package {suite} {arch}:")
@@ -155,7 +155,7 @@ def test(suite: str = "bookworm", arch: str = "amd64") -> bool:
     binds = [debs, out] + ([next_debs] if next_debs else [])
     with step(f"{name}: apt install, upgrade, purge in a fresh Debian {suite} {arch} chroot"):
         rc, log = package.run_in_overlay(base, binds, script, f"{suite} {arch}",
-                                         package.apt_cache_mounts(suite, arch))
+                                         package.apt_cache_mounts(suite, arch, "test"))
     results = [lint] + [line for line in log if line.startswith(("PASS: ", "FAIL: ", "SKIP: "))]
     if rc == 0:
         results += missing_stages(results, STAGES_FULL if full else STAGES_INSTALL)
