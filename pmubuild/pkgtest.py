@@ -73,7 +73,7 @@ def refused(suite: str, arch: str) -> bool:
 
 # Every stage pkgtest.sh runs for an arch, in order; one missing is a failure.
 STAGES_FULL = ("setup", "install", "second-kernel", "userland", "upgrade", "remove", "purge",
-               "broken-headers", "failed-verification")
+               "autopkgtest", "broken-headers", "failed-verification")
 STAGES_INSTALL = ("setup", "install", "userland", "remove", "purge")
 GUEST_SCRIPTS = {
     "arm64": ["arm64/30-read-every-cpu.sh", "arm64/32-exact-counts.sh",

@@ -155,6 +155,19 @@ pass "purge: no module, DKMS tree, sources, udev rule, header, Python module, ma
 
 [ -n "$FULL" ] || exit 0
 
+# --- autopkgtest: what the declared Testsuite (autopkgtest-pkg-dkms) runs on Debian's
+# CI: DKMS's own test script, for every kernel with headers here (both flavours).
+ac=0
+/usr/lib/dkms/dkms-autopkgtest simple-pmu-dkms > /tmp/autopkgtest.log 2>&1 || ac=$?
+sed -n '/^I: Summary:/,$p' /tmp/autopkgtest.log
+[ "$ac" = 0 ] || { cat /tmp/autopkgtest.log; fail "autopkgtest: dkms-autopkgtest exited $ac"; }
+n=$(grep -c "^I: PASS " /tmp/autopkgtest.log) || true
+[ "$n" = 2 ] || { cat /tmp/autopkgtest.log; fail "autopkgtest: $n of 2 kernels passed"; }
+run_apt purge simple-pmu-dkms || fail "autopkgtest: purge exited $rc"
+left=$(leftovers) || fail "autopkgtest: find failed"
+[ -z "$left" ] || fail "autopkgtest: left after purge: $left"
+pass "autopkgtest: /usr/lib/dkms/dkms-autopkgtest simple-pmu-dkms passes for $KREL and $K2REL"
+
 # --- broken-headers: headers whose kbuild tools are missing make the install fail
 # loudly, install no module, and dpkg can finish once the tools are back.
 modpost=$(readlink -f "/usr/src/linux-headers-$KREL/scripts/mod/modpost")
