@@ -106,7 +106,7 @@ def run(root: Path, binds: list[Path], argv: list[str],
 # The registry here serves sid as a snapshot whose Release is past its Valid-Until (apt then
 # refuses the suite); signatures are still checked. Written into every package chroot.
 NO_VALID_UNTIL = 'Acquire::Check-Valid-Until "false";'
-NO_VALID_UNTIL_FILE = "etc/apt/apt.conf.d/99simple-pmu-snapshot"
+NO_VALID_UNTIL_FILE = "etc/apt/apt.conf.d/99snapshot-no-valid-until"
 
 
 def ensure_set(suite: str, pkgs: list[str], marker: str, arch: str = "amd64") -> Path:
