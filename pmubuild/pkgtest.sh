@@ -158,7 +158,9 @@ pass "purge: no module, DKMS tree, sources, udev rule, header, Python module, ma
 # --- autopkgtest: what the declared Testsuite (autopkgtest-pkg-dkms) runs on Debian's
 # CI: DKMS's own test script, for every kernel with headers here (both flavours).
 ac=0
-/usr/lib/dkms/dkms-autopkgtest simple-pmu-dkms > /tmp/autopkgtest.log 2>&1 || ac=$?
+mkdir -p /tmp/artifacts  # where it leaves the make logs (autopkgtest's variable)
+AUTOPKGTEST_ARTIFACTS=/tmp/artifacts /usr/lib/dkms/dkms-autopkgtest simple-pmu-dkms \
+	> /tmp/autopkgtest.log 2>&1 || ac=$?
 sed -n '/^I: Summary:/,$p' /tmp/autopkgtest.log
 [ "$ac" = 0 ] || { cat /tmp/autopkgtest.log; fail "autopkgtest: dkms-autopkgtest exited $ac"; }
 n=$(grep -c "^I: PASS " /tmp/autopkgtest.log) || true
