@@ -76,7 +76,7 @@ def sign(c, kdir, ko=None, key="", cert=""):
       help={"kernel": "suite or 'all'", "arch": "amd64, arm64 or 'all'",
             "timeout": "seconds per guest", "jobs": "guests run in parallel",
             "stress-cycles": "arm64 load/unload cycles on every kernel (default: 200 on"
-                             " the run's oldest and newest suite, 50 on the others)"})
+                             " bookworm and the run's newest suite, 50 on the others)"})
 def test_qemu(c, kernel="all", arch="all", timeout=600, jobs=2, stress_cycles=""):
     """Build, boot each kernel under QEMU, run the in-guest suite: one line per test."""
     if not _run(commands.test_qemu, kernel, arch, float(timeout), int(jobs), stress_cycles):
