@@ -57,6 +57,10 @@ dkms_log() { # VERSION: DKMS's make.log of the last build, without kbuild's per-
 # --- setup: the suite's archive and security updates (where the harness's kernel may
 # come from), the local repository, and the headers of the kernel the harness boots.
 printf '%s' "$SOURCES" > /etc/apt/sources.list
+# trixie's and sid's headers pull in the kernel image: no initramfs is ever booted from
+# this chroot, and generating one per kernel is most of the CPU such an install costs.
+dpkg-divert --local --rename --add /usr/sbin/update-initramfs > /dev/null
+ln -sf /bin/true /usr/sbin/update-initramfs
 mkdir -p /srv/repo
 cp "$DEBS"/*.deb /srv/repo/
 (cd /srv/repo && apt-ftparchive packages . > Packages)
