@@ -97,6 +97,7 @@ class Kernels:
 
 
 def kernels_for(apt: PrivateApt, suite: str, arch: str) -> Kernels:
+    apt.update()  # on a cold cache nothing else may have fetched the index yet
     kp = kernels.resolve(apt, matrix.check_suite(suite), arch)
     abi = kp.release.removesuffix(f"-{arch}")
     for flavour in SECOND_FLAVOURS:
