@@ -22,51 +22,6 @@
 #include "drivers/common/parse.h"
 #include "drivers/common/sysfs_dev.h"
 
-/*
- * Parameters are checked as they are set, with one line naming the bad
- * one; the events are checked against the PMU again once it is probed.
- */
-static int spmu_param_number(const char *val, const char *name,
-			     unsigned int min, unsigned int max,
-			     unsigned int *out)
-{
-	char in[SPMU_INPUT_MAX + 1];
-
-	/* val is NULL for a bare "ring" on the insmod line. */
-	if (!val || spmu_input_copy(in, val, strlen(val)) ||
-	    spmu_parse_number(in, min, max, out)) {
-		pr_err("invalid %s=%s: valid are %u..%u\n", name, val, min, max);
-		return -EINVAL;
-	}
-	return 0;
-}
-
-/* A numeric parameter: where it lands and its valid range (kp->arg). */
-struct spmu_num_param {
-	unsigned int *val;
-	unsigned int min;
-	unsigned int max;
-};
-
-static int spmu_num_set(const char *val, const struct kernel_param *kp)
-{
-	const struct spmu_num_param *p = kp->arg;
-
-	return spmu_param_number(val, kp->name, p->min, p->max, p->val);
-}
-
-static int spmu_num_get(char *buf, const struct kernel_param *kp)
-{
-	const struct spmu_num_param *p = kp->arg;
-
-	return sysfs_emit(buf, "%u\n", *p->val);
-}
-
-static const struct kernel_param_ops spmu_num_ops = {
-	.set = spmu_num_set,
-	.get = spmu_num_get,
-};
-
 static struct spmu_num_param spmu_ring_param = {
 	&spmu_settings.ring, SPMU_RING_KERNEL, SPMU_RING_ALL
 };

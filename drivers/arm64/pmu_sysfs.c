@@ -41,17 +41,6 @@ static ssize_t event_width_show(struct device *dev,
 }
 static DEVICE_ATTR_RO(event_width);
 
-/* A sysfs write holding one number in [@min, @max]; else -EINVAL. */
-static int spmu_input_number(const char *buf, size_t count, unsigned int min,
-			     unsigned int max, unsigned int *val)
-{
-	char in[SPMU_INPUT_MAX + 1];
-
-	if (spmu_input_copy(in, buf, count))
-		return -EINVAL;
-	return spmu_parse_number(in, min, max, val);
-}
-
 static ssize_t user_access_show(struct device *dev,
 				struct device_attribute *attr, char *buf)
 {

@@ -88,7 +88,8 @@ static void spmu_overflow_work_fn(struct irq_work *work)
 /* This CPU, interrupts off: publish where each event counts now. */
 static void spmu_update_placement(struct spmu_pcpu *c)
 {
-	bool placed = spmu_set.nr > 0, changed = false;
+	bool placed = spmu_set.nr > 0, changed = false, was_error = c->error;
+	unsigned long conflicts = 0;
 	struct perf_event *event;
 	unsigned int i;
 	int idx;
@@ -109,10 +110,17 @@ static void spmu_update_placement(struct spmu_pcpu *c)
 		if (idx == SPMU_NO_INDEX)
 			placed = false;
 		if (idx != c->index[i]) {
+			/* Moved or lost while held: someone else got the counter. */
+			if (c->online && c->index[i] != SPMU_NO_INDEX)
+				conflicts++;
 			WRITE_ONCE(c->index[i], idx);
 			changed = true;
 		}
 	}
+	if (c->error && !was_error)
+		conflicts++;
+	if (conflicts)
+		WRITE_ONCE(c->conflicts, c->conflicts + conflicts);
 	if (changed || placed != c->placed)
 		spmu_new_generation(c);
 	WRITE_ONCE(c->placed, placed);
@@ -218,6 +226,7 @@ static int spmu_cpu_online(unsigned int cpu)
 	WRITE_ONCE(c->granted, false);
 	WRITE_ONCE(c->open, false);
 	c->was_granted = false;
+	c->error = false;
 	spmu_update_placement(c);
 	spmu_new_generation(c);
 	WRITE_ONCE(c->online, true);

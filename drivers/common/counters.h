@@ -61,6 +61,8 @@ struct spmu_pcpu {
 	unsigned long interventions;	/* user access found revoked, reopened */
 	unsigned long kvm_deferrals;	/* checks skipped: a vCPU was loaded */
 	unsigned long checks;		/* timer callbacks that ran */
+	/* Events found moved, lost or in ERROR while held. */
+	unsigned long conflicts;
 	/* A pinned event of ours is in ERROR: ask perf again, not before. */
 	bool error;
 	unsigned long revive_after;	/* jiffies */

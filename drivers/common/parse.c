@@ -7,10 +7,15 @@
  * zero. Here a number is decimal or 0x-hex digits and nothing else.
  */
 
+#define pr_fmt(fmt) "simple-pmu: " fmt
+
 #include <linux/ctype.h>
 #include <linux/errno.h>
 #include <linux/kernel.h>
+#include <linux/moduleparam.h>
+#include <linux/printk.h>
 #include <linux/string.h>
+#include <linux/sysfs.h>
 
 #include "drivers/common/parse.h"
 
@@ -60,3 +65,43 @@ int spmu_parse_number(const char *s, unsigned int min, unsigned int max,
 	*val = v;
 	return 0;
 }
+
+/* A sysfs write holding one number in [@min, @max]; else -EINVAL. */
+int spmu_input_number(const char *buf, size_t count, unsigned int min,
+		      unsigned int max, unsigned int *val)
+{
+	char in[SPMU_INPUT_MAX + 1];
+
+	if (spmu_input_copy(in, buf, count))
+		return -EINVAL;
+	return spmu_parse_number(in, min, max, val);
+}
+
+/*
+ * Numeric module parameters are checked as they are set, with one line
+ * naming the bad one (val is NULL for a bare "ring" on the insmod line).
+ */
+static int spmu_num_set(const char *val, const struct kernel_param *kp)
+{
+	const struct spmu_num_param *p = kp->arg;
+
+	if (!val || spmu_input_number(val, strlen(val), p->min, p->max,
+				      p->val)) {
+		pr_err("invalid %s=%s: valid are %u..%u\n", kp->name, val,
+		       p->min, p->max);
+		return -EINVAL;
+	}
+	return 0;
+}
+
+static int spmu_num_get(char *buf, const struct kernel_param *kp)
+{
+	const struct spmu_num_param *p = kp->arg;
+
+	return sysfs_emit(buf, "%u\n", *p->val);
+}
+
+const struct kernel_param_ops spmu_num_ops = {
+	.set = spmu_num_set,
+	.get = spmu_num_get,
+};

@@ -5,7 +5,8 @@
  *
  *   simple-pmu0/generation, cpus, recheck_ms
  *   simple-pmu0/cpuN/cycle_index, event_index, generation, interventions,
- *                    kvm_deferrals, checks    (one directory per possible CPU)
+ *                    kvm_deferrals, checks, conflicts, user_access
+ *                    (one directory per possible CPU)
  *
  * Each driver adds its own attribute groups to the device.
  */
@@ -85,6 +86,8 @@ enum spmu_cpu_field {
 	SPMU_F_INTERVENTIONS,
 	SPMU_F_KVM_DEFERRALS,
 	SPMU_F_CHECKS,
+	SPMU_F_CONFLICTS,
+	SPMU_F_USER_ACCESS,
 	SPMU_F_NR
 };
 
@@ -95,6 +98,8 @@ static const char * const spmu_cpu_field_names[SPMU_F_NR] = {
 	[SPMU_F_INTERVENTIONS]	= "interventions",
 	[SPMU_F_KVM_DEFERRALS]	= "kvm_deferrals",
 	[SPMU_F_CHECKS]		= "checks",
+	[SPMU_F_CONFLICTS]	= "conflicts",
+	[SPMU_F_USER_ACCESS]	= "user_access",
 };
 
 struct spmu_cpu_attr {
@@ -148,6 +153,11 @@ static ssize_t spmu_cpu_show(struct device *dev, struct device_attribute *da,
 		return sysfs_emit(buf, "%lu\n", READ_ONCE(c->kvm_deferrals));
 	case SPMU_F_CHECKS:
 		return sysfs_emit(buf, "%lu\n", READ_ONCE(c->checks));
+	case SPMU_F_CONFLICTS:
+		return sysfs_emit(buf, "%lu\n", READ_ONCE(c->conflicts));
+	case SPMU_F_USER_ACCESS:
+		return sysfs_emit(buf, "%d\n", READ_ONCE(c->online) &&
+				  READ_ONCE(c->open));
 	default:
 		return -EINVAL;
 	}

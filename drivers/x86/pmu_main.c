@@ -1,104 +1,104 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
- * simple-pmu x86: for now, check for architectural perfmon and report
- * what CPUID leaf 0xA describes under
- * /sys/devices/system/simple-pmu/simple-pmu0. Counters are not enabled yet.
+ * simple-pmu x86: user-space RDPMC of core cycles, instructions retired
+ * and reference cycles on Intel CPUs with architectural perfmon, the
+ * 2011 driver's interface on the counters of today's perf.
+ *
+ * The counters are perf's: on every CPU the driver holds pinned kernel
+ * events (PERF_TYPE_HARDWARE, so hybrid E-cores get theirs from cpu_atom)
+ * and publishes in sysfs which counter each one landed in, as the RDPMC
+ * index. It writes no MSR and no CR4 bit: user RDPMC is the cpu PMU's
+ * rdpmc attribute (2), which the package's udev rule sets. See
+ * docs/simple-pmu.4.
  */
 
 #define pr_fmt(fmt) "simple-pmu: " fmt
 
-#include <linux/device.h>
 #include <linux/module.h>
-#include <linux/sysfs.h>
-#include <asm/cpufeature.h>
-#include <asm/processor.h>
+#include <linux/moduleparam.h>
+#include <linux/mutex.h>
 
+#include "drivers/common/parse.h"
 #include "drivers/common/sysfs_dev.h"
-#include "drivers/x86/cpuid_pmu.h"
-#include "drivers/x86/pmu_regs.h"
+#include "drivers/x86/pmu.h"
 
-static struct spmu_perfmon spmu_perfmon;
-
-/* Return: 0 if the CPU has architectural perfmon, else -ENODEV. */
-static int spmu_probe_hw(void)
-{
-	struct spmu_cpuid_regs r;
-
-	/* cpuid_level is the highest basic leaf, as the kernel saw it. */
-	if (!boot_cpu_has(X86_FEATURE_ARCH_PERFMON) ||
-	    boot_cpu_data.cpuid_level < SPMU_CPUID_LEAF_PERFMON)
-		return -ENODEV;
-
-	spmu_cpuid(SPMU_CPUID_LEAF_PERFMON, 0, &r);
-	spmu_decode_cpuid_a(r.eax, r.ebx, r.ecx, r.edx, &spmu_perfmon);
-	return spmu_perfmon.version ? 0 : -ENODEV;
-}
-
-/* One read-only attribute per decoded field, printed in decimal. */
-#define SPMU_PERFMON_ATTR(_name, _field)				\
-static ssize_t _name##_show(struct device *dev,				\
-			    struct device_attribute *attr, char *buf)	\
-{									\
-	return sysfs_emit(buf, "%u\n", spmu_perfmon._field);		\
-}									\
-static DEVICE_ATTR_RO(_name)
-
-SPMU_PERFMON_ATTR(pmu_version, version);
-SPMU_PERFMON_ATTR(num_gp, num_gp);
-SPMU_PERFMON_ATTR(gp_width, gp_width);
-SPMU_PERFMON_ATTR(num_fixed, num_fixed);
-SPMU_PERFMON_ATTR(fixed_width, fixed_width);
-SPMU_PERFMON_ATTR(fixed_mask, fixed_mask);
-SPMU_PERFMON_ATTR(events_unavailable, events_unavail);
-
-static struct attribute *spmu_x86_attrs[] = {
-	&dev_attr_pmu_version.attr,
-	&dev_attr_num_gp.attr,
-	&dev_attr_gp_width.attr,
-	&dev_attr_num_fixed.attr,
-	&dev_attr_fixed_width.attr,
-	&dev_attr_fixed_mask.attr,
-	&dev_attr_events_unavailable.attr,
-	NULL
+static struct spmu_num_param spmu_ring_param = {
+	&spmu_settings.ring, SPMU_RING_KERNEL, SPMU_RING_ALL
 };
+module_param_cb(ring, &spmu_num_ops, &spmu_ring_param, 0);
+__MODULE_PARM_TYPE(ring, "uint");
+MODULE_PARM_DESC(ring,
+		 "What is counted: 1 kernel, 2 user (default), 3 both; kernel counting is visible to every user");
 
-static const struct attribute_group spmu_x86_group = {
-	.attrs = spmu_x86_attrs,
+static struct spmu_num_param spmu_rdpmc_fixed_param = {
+	&spmu_settings.rdpmc_fixed, 0, 1
 };
+module_param_cb(rdpmc_fixed, &spmu_num_ops, &spmu_rdpmc_fixed_param, 0);
+__MODULE_PARM_TYPE(rdpmc_fixed, "uint");
+MODULE_PARM_DESC(rdpmc_fixed,
+		 "Hold the counters from load: 1 (default), 0 not until rdpmc_fixed is written");
 
-/* No counters held yet: none of the common counter attributes. */
-static const struct attribute_group *spmu_x86_groups[] = {
-	&spmu_x86_group,
-	NULL
+static struct spmu_num_param spmu_recheck_ms_param = {
+	&spmu_recheck_ms, SPMU_RECHECK_MS_MIN, SPMU_RECHECK_MS_MAX
 };
+module_param_cb(recheck_ms, &spmu_num_ops, &spmu_recheck_ms_param, 0);
+__MODULE_PARM_TYPE(recheck_ms, "uint");
+MODULE_PARM_DESC(recheck_ms,
+		 "Milliseconds between checks of where the counters are, 10..10000 (default 100)");
 
 static int __init spmu_init(void)
 {
+	static struct spmu_counter_set set;
 	int ret;
 
 	if (spmu_probe_hw()) {
-		pr_err("CPU has no architectural perfmon (CPUID leaf 0xA); not loading\n");
+		pr_err("CPU has no architectural perfmon (CPUID leaf 0xA) that perf drives; not loading\n");
 		return -ENODEV;
 	}
+	if (spmu_settings.ring & SPMU_RING_KERNEL)
+		pr_notice("ring=%u: kernel activity is counted, and readable by every user\n",
+			  spmu_settings.ring);
 
-	ret = spmu_sysfs_register(spmu_x86_groups, false);
-	if (ret)
+	mutex_lock(&spmu_lock);
+	ret = 0;
+	if (spmu_settings.rdpmc_fixed) {
+		spmu_counter_set_build(spmu_settings.ring, &set);
+		ret = spmu_counters_start(&set);
+	}
+	mutex_unlock(&spmu_lock);
+	if (ret) {
+		pr_err("perf did not give the events to any CPU (%d); is the NMI watchdog or another user holding every counter, or is there no cpu PMU?\n",
+		       ret);
 		return ret;
+	}
 
-	pr_info("perfmon version %u, %u fixed counters of %u bits, %u general counters of %u bits; this version only reports them and does not enable counters\n",
-		spmu_perfmon.version, spmu_perfmon.num_fixed,
-		spmu_perfmon.fixed_width, spmu_perfmon.num_gp,
-		spmu_perfmon.gp_width);
+	/* Last: a sysfs write must find the counters held. */
+	ret = spmu_sysfs_register(spmu_x86_groups, true);
+	if (ret) {
+		spmu_counters_stop();
+		return ret;
+	}
+	spmu_rdpmc_notice_start();
+
+	pr_info("perfmon version %u, fixed counters %#x (perf drives %#x) of %u bits, %u general of %u bits%s; %u events taken through perf (sysfs events, cpus)\n",
+		spmu_hw.perfmon.version, spmu_hw.perfmon.fixed_mask,
+		spmu_hw.perf_fixed_mask, spmu_hw.perfmon.fixed_width,
+		spmu_hw.perfmon.num_gp, spmu_hw.perfmon.gp_width,
+		spmu_hw.hybrid ? ", hybrid" : "", spmu_hw.plan.nr);
 	return 0;
 }
 
 static void __exit spmu_exit(void)
 {
+	spmu_rdpmc_notice_stop();
+	/* First, so no sysfs write runs while the counters go. */
 	spmu_sysfs_unregister();
+	spmu_counters_stop();
+	pr_info("counters given back to perf; unloaded\n");
 }
 
 module_init(spmu_init);
 module_exit(spmu_exit);
 
-MODULE_DESCRIPTION("User-space access to the Intel fixed performance counters");
+MODULE_DESCRIPTION("User-space RDPMC of Intel cycle and instruction counters taken through perf");
 MODULE_LICENSE("GPL");

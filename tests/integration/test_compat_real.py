@@ -62,6 +62,10 @@ RULES = {
     "HAVE_CR4_UPDATE_IRQSOFF_EXPORT": (lambda v: v < (6, 19),
                                        "6.19: 'x86: Restrict KVM-induced symbol exports to KVM "
                                        "modules' (EXPORT_SYMBOL_FOR_KVM, 2025-11)"),
+    "HAVE_PERF_FIXED_MASK_FROM_ECX": (lambda v: v >= (5, 12),
+                                      "5.12: 'perf/x86/intel: Support CPUID 10.ECX to disable "
+                                      "fixed counters' and PERF_SAMPLE_WEIGHT_STRUCT (the "
+                                      "proxy) both merged for 5.12"),
     "HAVE_PERF_KERNEL_COUNTER_EXPORT": (lambda v: True, "exported from kernel/events/core.c"),
     "HAVE_CPU_PM": (lambda v: True, "Debian arm64 configs set CONFIG_CPU_PM=y"),
     "HAVE_HW_PERF_EVENTS": (lambda v: True, "Debian arm64 configs set CONFIG_HW_PERF_EVENTS=y"),

@@ -7,4 +7,5 @@ echo "$out" | grep -q "No such device" || fail "want ENODEV (No such device), go
 msg=$(dmesg | grep 'simple-pmu:' | tail -n 1)
 echo "$msg" | grep -q "no architectural perfmon" || fail "no clear simple-pmu: line in dmesg: $msg"
 [ -d /sys/module/simple_pmu ] && fail "module is loaded"
+[ -e /sys/devices/system/simple-pmu ] && fail "sysfs directory left behind: /sys/devices/system/simple-pmu"
 echo "refused: ${msg#*] }"

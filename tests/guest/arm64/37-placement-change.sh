@@ -12,6 +12,7 @@ trap 'echo quit >&3; wait' EXIT
 read -r l <&4; [ "$l" = "opened 1" ] || fail "perfhold: $l"
 modprobe $MOD || fail "modprobe"
 c0=$(published 1 0) e0=$(published 1 1) g0=$(cpu_attr 1 generation)
+k0=$(cpu_attr 1 conflicts)
 [ "$c0" = 31 ] || fail "before: cycles on $c0, want 31"
 echo enable >&3; read -r l <&4; [ "$l" = ok ] || fail "perfhold enable: $l"
 echo state >&3; read -r l <&4; [ "$l" = "running=1 of 1" ] || fail "perfhold's event not counting: $l"
@@ -20,6 +21,7 @@ pmuspin 1 $(($(cat $SYSFS/recheck_ms) * 3)) >/dev/null
 c1=$(published 1 0) e1=$(published 1 1) g1=$(cpu_attr 1 generation)
 [ "$c1" != 31 ] && [ "$c1" -ge 0 ] || fail "after: cycles on '$c1', want an event counter (perf's event holds PMCCNTR)"
 [ "$g1" != "$g0" ] || fail "placement changed ($c0/$e0 -> $c1/$e1) but generation stayed $g0"
+[ "$(cpu_attr 1 conflicts)" -gt "$k0" ] || fail "cycles moved but cpu1/conflicts stayed $k0"
 [ "$(cat $SYSFS/cpus)" = "0-1" ] || fail "cpus $(cat $SYSFS/cpus) after the move"
 x=$(pmuwin_exact 1) || fail "after: $x"
 echo quit >&3; wait

@@ -18,6 +18,10 @@ line=$(log_since | grep 'simple-pmu: cpu1: not every event' | head -n 1)
 [ -n "$line" ] || fail "no line about cpu1's events: $(log_since | tail -n 3)"
 [ "$(published 1 0)" = -1 ] || fail "cpu1 cycle_index $(published 1 0), want -1"
 [ "$(cat $SYSFS/cpus)" = 0 ] || fail "cpus $(cat $SYSFS/cpus), want 0"
+[ "$(cpu_attr 1 user_access)" = 0 ] || fail "cpu1/user_access $(cpu_attr 1 user_access) with nothing placed"
+[ "$(cpu_attr 0 user_access)" = 1 ] || fail "cpu0/user_access $(cpu_attr 0 user_access), want 1"
+[ "$(cpu_attr 1 conflicts)" -ge 1 ] || fail "cpu1/conflicts $(cpu_attr 1 conflicts): the ERROR state was not counted"
+[ "$(cpu_attr 0 conflicts)" = 0 ] || fail "cpu0/conflicts $(cpu_attr 0 conflicts) on a quiet CPU"
 out=$(pmuread 1)
 echo "$out" | grep -q result=sigill || fail "cpu1 readable with no counters placed: $out"
 pmuread 0 >/dev/null || fail "cpu0 not readable"
@@ -34,6 +38,7 @@ done
 [ "$(published 1 0)" = 31 ] || fail "cpu1 cycle_index $(published 1 0) 2.5 s after perf's events went: not revived"
 [ "$(cpu_attr 1 generation)" != "$g" ] || fail "placed again but generation stayed $g"
 [ "$(cat $SYSFS/cpus)" = 0-1 ] || fail "cpus $(cat $SYSFS/cpus) after the revival"
+[ "$(cpu_attr 1 user_access)" = 1 ] || fail "cpu1/user_access $(cpu_attr 1 user_access) after the revival"
 x=$(pmuwin_exact 1) || fail "after the revival: $x"
 rmmod $MOD || fail "rmmod"
 kernel_log_clean

@@ -1,0 +1,133 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * simple-pmu x86: what the CPU offers, the 2011 settings (ring,
+ * rdpmc_fixed), and the perf events they turn into.
+ */
+
+#define pr_fmt(fmt) "simple-pmu: " fmt
+
+#include <linux/bits.h>
+#include <linux/errno.h>
+#include <linux/mutex.h>
+#include <linux/perf_event.h>
+#include <linux/string.h>
+#include <asm/cpufeature.h>
+#include <asm/processor.h>
+
+#include "compat.h"
+#include "drivers/x86/pmu.h"
+#include "drivers/x86/pmu_regs.h"
+
+/* Cycles, instructions (and reference cycles) in user space, held. */
+struct spmu_settings spmu_settings = {
+	.ring = SPMU_RING_USER,
+	.rdpmc_fixed = 1,
+};
+
+struct spmu_hw spmu_hw;
+/* Serialises settings changes and the events held. */
+DEFINE_MUTEX(spmu_lock);
+
+/* CPUID.(7,0):EDX[15]: the package mixes core types (Alder Lake on). */
+#define SPMU_CPUID_7_EDX_HYBRID		BIT(15)
+
+/**
+ * spmu_probe_hw() - what leaf 0xA (and 0x23) describe, into spmu_hw
+ *
+ * Read on the loading CPU: leaf 0xA is the same on every CPU, and on
+ * hybrid parts it gives what both core types share, which is what the
+ * plan may rely on everywhere.
+ *
+ * Return: 0, or -ENODEV when perf has no architectural PMU here (no
+ * arch_perfmon, as on AMD and in every TCG guest).
+ */
+int spmu_probe_hw(void)
+{
+	unsigned int max = boot_cpu_data.cpuid_level;
+	struct spmu_perfmon *p = &spmu_hw.perfmon;
+	struct spmu_cpuid_regs r;
+
+	if (!boot_cpu_has(X86_FEATURE_ARCH_PERFMON) ||
+	    !spmu_leaf_present(max, SPMU_CPUID_LEAF_PERFMON))
+		return -ENODEV;
+	spmu_cpuid(SPMU_CPUID_LEAF_PERFMON, 0, &r);
+	spmu_decode_cpuid_a(r.eax, r.ebx, r.ecx, r.edx, p);
+	if (!spmu_perf_arch_pmu(p) || p->version < 2)
+		return -ENODEV;
+
+	spmu_hw.hypervisor = boot_cpu_has(X86_FEATURE_HYPERVISOR);
+	spmu_cpuid(7, 0, &r);
+	spmu_hw.hybrid = r.edx & SPMU_CPUID_7_EDX_HYBRID;
+	spmu_hw.perf_fixed_mask = spmu_perf_fixed_mask(p, spmu_hw.hypervisor,
+						       SPMU_PERF_FIXED_FROM_ECX);
+	spmu_x86_plan_build(p, spmu_hw.perf_fixed_mask, &spmu_hw.plan);
+	return 0;
+}
+
+/*
+ * A sampling event only so that perf tells us when it reloads the counter
+ * (it reloads counting events silently, and a delta across a reload is
+ * junk): the period is clamped to the PMU's max_period, so the interrupt
+ * comes once per 2^47 or so events and the handler only bumps the
+ * generation.
+ */
+#define SPMU_RELOAD_PERIOD	BIT_ULL(62)
+
+/* Every slot of the plan, counted at @ring, as pinned kernel events. */
+void spmu_counter_set_build(unsigned int ring, struct spmu_counter_set *set)
+{
+	bool excl_kernel = true, excl_user = false;
+	struct perf_event_attr *attr;
+	unsigned int i;
+
+	/* The settings were checked when set: this cannot fail. */
+	spmu_ring_excludes(ring, &excl_kernel, &excl_user);
+	set->nr = spmu_hw.plan.nr;
+	for (i = 0; i < set->nr; i++) {
+		attr = &set->attr[i];
+		memset(attr, 0, sizeof(*attr));
+		attr->type = PERF_TYPE_HARDWARE;
+		attr->size = sizeof(*attr);
+		attr->config = spmu_hw.plan.slot[i].hw_id;
+		attr->pinned = 1;
+		attr->exclude_kernel = excl_kernel;
+		attr->exclude_user = excl_user;
+		attr->exclude_hv = 1;
+		/* 7.x cannot create a mediated vPMU while this counts guests. */
+		attr->exclude_guest = 1;
+		attr->sample_period = SPMU_RELOAD_PERIOD;
+	}
+}
+
+/**
+ * spmu_settings_set() - count and hold what @st says, on every CPU
+ * @st: settings within range
+ *
+ * Caller holds spmu_lock. The same settings again change nothing.
+ *
+ * Return: 0, or the errno perf gave (the old settings stay then).
+ */
+int spmu_settings_set(const struct spmu_settings *st)
+{
+	static struct spmu_counter_set set;
+	int ret = 0;
+
+	lockdep_assert_held(&spmu_lock);
+	if (st->ring == spmu_settings.ring &&
+	    st->rdpmc_fixed == spmu_settings.rdpmc_fixed)
+		return 0;
+	spmu_counter_set_build(st->ring, &set);
+	if (!st->rdpmc_fixed)
+		spmu_counters_stop();
+	else if (!spmu_settings.rdpmc_fixed)
+		ret = spmu_counters_start(&set);
+	else
+		ret = spmu_counters_replace(&set);
+	if (ret) {
+		pr_err("perf refused the events (%d); previous settings kept\n",
+		       ret);
+		return ret;
+	}
+	spmu_settings = *st;
+	return 0;
+}

@@ -1,0 +1,122 @@
+"""drivers/x86/plan.h in user space: the 2011 ring setting as perf exclude bits, the events
+each CPU gets on real CPUs (tests/unit/data/cpuid dumps), which counters perf may give each,
+and which published RDPMC indices the driver accepts. tests/unit/c/x86_plan.c prints what the
+header computes; no expected value is computed in Python from the same rules."""
+
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from .test_cpuid import DATA, parse_dump
+
+REPO = Path(__file__).resolve().parents[2]
+HARNESS = REPO / "tests" / "unit" / "c" / "x86_plan.c"
+
+CYCLES, INSTRUCTIONS, REF_CYCLES = 0, 1, 9  # enum perf_hw_id (uapi)
+FIXED = 1 << 30  # RDPMC ECX bit 30
+ANY_GP = (1 << 32) - 1
+
+
+@pytest.fixture(scope="module")
+def harness(tmp_path_factory) -> Path:
+    gcc = shutil.which("gcc")
+    assert gcc, "host gcc is needed to compile the plan harness"
+    exe = tmp_path_factory.mktemp("plan") / "x86_plan"
+    subprocess.run([gcc, "-std=gnu11", "-O1", "-Wall", "-Wextra", "-Werror",
+                    "-Wdeclaration-after-statement", "-Wmissing-prototypes",
+                    "-I", str(REPO), "-o", str(exe), str(HARNESS)], check=True)
+    return exe
+
+
+def run(harness: Path, *args: object) -> dict[str, str]:
+    out = subprocess.run([str(harness), *(str(a) for a in args)], check=True,
+                         capture_output=True, text=True).stdout
+    return dict(line.split("=", 1) for line in out.splitlines())
+
+
+def leaf_a(name: str) -> list[str]:
+    return [hex(v) for v in parse_dump(DATA / f"{name}.txt")[0xA, 0]]
+
+
+def plan(harness: Path, name: str, hypervisor: int = 0, ecx_aware: int = 1) -> list[tuple]:
+    out = run(harness, "plan", *leaf_a(name), hypervisor, ecx_aware)
+    slots = [out[f"slot{i}"].split(",") for i in range(int(out["nr"]))]
+    return [(int(h), int(e, 16), int(c, 16)) for h, e, c in slots]
+
+
+@pytest.mark.parametrize(("ring", "want"), [
+    (1, {"valid": "1", "exclude_kernel": "0", "exclude_user": "1"}),
+    (2, {"valid": "1", "exclude_kernel": "1", "exclude_user": "0"}),
+    (3, {"valid": "1", "exclude_kernel": "0", "exclude_user": "0"}),
+    (0, {"valid": "0"}),
+    (4, {"valid": "0"}),
+    (7, {"valid": "0"}),
+])
+def test_ring_to_excludes(harness, ring, want):
+    assert run(harness, "ring", ring) == want
+
+
+@pytest.mark.parametrize("name", ["nehalem-core-i7-920", "skylake-core-i7-6700k",
+                                  "icelake-core-i7-1065g7", "sapphirerapids-xeon-w9-3475x",
+                                  "alderlake-core-i9-12900k-pcore",
+                                  "alderlake-core-i9-12900k-ecore"])
+def test_bare_metal_intel_gets_cycles_instructions_ref_cycles(harness, name):
+    """Every one of these has fixed counters 0-2 and the three architectural events: core
+    cycles on fixed 1 or any general counter, instructions on fixed 0 or any general counter,
+    reference cycles on fixed 2 only (0x0300 is a fixed-only pseudo-encoding)."""
+    assert plan(harness, name) == [
+        (CYCLES, 0x3C, (1 << 33) | ANY_GP),
+        (INSTRUCTIONS, 0xC0, (1 << 32) | ANY_GP),
+        (REF_CYCLES, 0x300, 1 << 34),
+    ]
+
+
+def test_guest_without_fixed_counter_2_gets_no_ref_cycles(harness):
+    """Nehalem reports 3 fixed counters; a hypervisor that reports 2 (EDX[4:0] = 2) gets no
+    'at least 3' quirk from the kernel, so ref-cycles (fixed 2 only) would sit in ERROR."""
+    eax, ebx, ecx, edx = (int(v, 16) for v in leaf_a("nehalem-core-i7-920"))
+    edx = (edx & ~0x1F) | 2
+    out = run(harness, "plan", hex(eax), hex(ebx), hex(ecx), hex(edx), 1, 1)
+    assert out["nr"] == "2"
+    # The same leaf on bare metal: the kernel assumes 3 fixed counters for v2-4.
+    assert run(harness, "plan", hex(eax), hex(ebx), hex(ecx), hex(edx), 0, 1)["nr"] == "3"
+
+
+def test_v5_fixed_counters_from_ecx_alone(harness):
+    """Perfmon v5 with ECX lacking fixed 2: from 5.12 the kernel drives ECX's counters only,
+    so no ref-cycles; a 5.10 kernel (not ECX-aware) takes EDX's contiguous ones."""
+    eax, ebx, _, edx = (int(v, 16) for v in leaf_a("sapphirerapids-xeon-w9-3475x"))
+    assert eax & 0xFF >= 5
+    assert run(harness, "plan", hex(eax), hex(ebx), "0x3", hex(edx), 0, 1)["nr"] == "2"
+    assert run(harness, "plan", hex(eax), hex(ebx), "0x3", hex(edx), 0, 0)["nr"] == "3"
+
+
+def test_ref_cycles_unavailable_in_ebx(harness):
+    """EBX bit 2 set: reference cycles are not an architectural event here."""
+    eax, ebx, ecx, edx = (int(v, 16) for v in leaf_a("skylake-core-i7-6700k"))
+    out = run(harness, "plan", hex(eax), hex(ebx | 4), hex(ecx), hex(edx), 0, 1)
+    assert out["nr"] == "2"
+
+
+@pytest.mark.parametrize(("hw_id", "ecx", "ok"), [
+    (CYCLES, FIXED | 1, "1"),         # where perf puts it when fixed 1 is free
+    (CYCLES, 3, "1"),                 # a general counter (NMI watchdog holds fixed 1)
+    (CYCLES, 31, "1"),
+    (CYCLES, FIXED | 0, "0"),         # fixed 0 counts instructions, not cycles
+    (CYCLES, FIXED | 2, "0"),
+    (INSTRUCTIONS, FIXED | 0, "1"),
+    (INSTRUCTIONS, 0, "1"),
+    (INSTRUCTIONS, FIXED | 1, "0"),
+    (REF_CYCLES, FIXED | 2, "1"),
+    (REF_CYCLES, 2, "0"),             # 0x0300 never goes to a general counter
+    (CYCLES, 1 << 29, "0"),           # PERF_METRICS, not a counter
+    (CYCLES, FIXED | 16, "0"),        # past the architectural maximum
+    (CYCLES, 32, "0"),
+    (CYCLES, FIXED | (1 << 29) | 1, "0"),
+])
+def test_published_index_accepted_only_where_the_event_can_be(harness, hw_id, ecx, ok):
+    out = run(harness, "index", *leaf_a("skylake-core-i7-6700k"), 0, 1, hw_id, hex(ecx))
+    assert out == {"ok": ok}
+
