@@ -26,6 +26,8 @@ struct spmu_hw {
 	unsigned int perf_fixed_mask;
 	bool hypervisor;
 	bool hybrid;
+	/* Our events' sampling period: perf's max_period (plan.h). */
+	u64 reload_period;
 	struct spmu_x86_plan plan;
 };
 

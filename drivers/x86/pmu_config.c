@@ -12,6 +12,7 @@
 #include <linux/perf_event.h>
 #include <linux/string.h>
 #include <asm/cpufeature.h>
+#include <asm/msr-index.h>
 #include <asm/processor.h>
 
 #include "compat.h"
@@ -30,6 +31,19 @@ DEFINE_MUTEX(spmu_lock);
 
 /* CPUID.(7,0):EDX[15]: the package mixes core types (Alder Lake on). */
 #define SPMU_CPUID_7_EDX_HYBRID		BIT(15)
+/* IA32_PERF_CAPABILITIES: general counters take full-width writes. */
+#define SPMU_PERF_CAP_FW_WRITES		BIT_ULL(13)
+
+/* What intel_pmu_init() reads to choose x86_pmu.max_period. */
+static bool spmu_full_width_write(void)
+{
+	u64 cap;
+
+	if (!boot_cpu_has(X86_FEATURE_PDCM) ||
+	    rdmsrq_safe(MSR_IA32_PERF_CAPABILITIES, &cap))
+		return false;
+	return cap & SPMU_PERF_CAP_FW_WRITES;
+}
 
 /**
  * spmu_probe_hw() - what leaf 0xA (and 0x23) describe, into spmu_hw
@@ -61,17 +75,10 @@ int spmu_probe_hw(void)
 	spmu_hw.perf_fixed_mask = spmu_perf_fixed_mask(p, spmu_hw.hypervisor,
 						       SPMU_PERF_FIXED_FROM_ECX);
 	spmu_x86_plan_build(p, spmu_hw.perf_fixed_mask, &spmu_hw.plan);
+	spmu_hw.reload_period = spmu_reload_period(p->gp_width,
+						   spmu_full_width_write());
 	return 0;
 }
-
-/*
- * A sampling event only so that perf tells us when it reloads the counter
- * (it reloads counting events silently, and a delta across a reload is
- * junk): the period is clamped to the PMU's max_period, so the interrupt
- * comes once per 2^47 or so events and the handler only bumps the
- * generation.
- */
-#define SPMU_RELOAD_PERIOD	BIT_ULL(62)
 
 /* Every slot of the plan, counted at @ring, as pinned kernel events. */
 void spmu_counter_set_build(unsigned int ring, struct spmu_counter_set *set)
@@ -95,7 +102,13 @@ void spmu_counter_set_build(unsigned int ring, struct spmu_counter_set *set)
 		attr->exclude_hv = 1;
 		/* 7.x cannot create a mediated vPMU while this counts guests. */
 		attr->exclude_guest = 1;
-		attr->sample_period = SPMU_RELOAD_PERIOD;
+		/*
+		 * A sampling event only so that perf tells us when it reloads
+		 * the counter (counting events are reloaded silently, and a
+		 * delta across a reload is junk): the handler only bumps the
+		 * generation, once per 2^47 - 1 events with 48-bit counters.
+		 */
+		attr->sample_period = spmu_hw.reload_period;
 	}
 }
 

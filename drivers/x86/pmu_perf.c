@@ -14,6 +14,7 @@
 #define pr_fmt(fmt) "simple-pmu: " fmt
 
 #include <linux/mm_types.h>
+#include <linux/mutex.h>
 #include <linux/percpu.h>
 #include <linux/perf_event.h>
 #include <linux/sched.h>
@@ -21,11 +22,14 @@
 #include <asm/processor-flags.h>
 #include <asm/special_insns.h>
 
+#include "compat.h"
 #include "drivers/common/counters.h"
 #include "drivers/x86/pmu.h"
 
 /* This CPU's PCE was last seen set by rdpmc=2 rather than a perf mmap. */
 static DEFINE_PER_CPU(bool, spmu_rdpmc_ok);
+/* An event of ours carries perf's per-counter user RDPMC block (7.x). */
+static DEFINE_PER_CPU(bool, spmu_user_blocked);
 
 /*
  * CR4.PCE of this CPU, interrupts off. Set while the loaded mm has no
@@ -54,6 +58,14 @@ int spmu_arch_counter_index(struct perf_event *event)
 	unsigned int ecx = event->hw.event_base_rdpmc;
 	unsigned int i;
 
+	/*
+	 * Linux 7.x on Panther Cove and later: perf decided at creation
+	 * that user RDPMC of this CPU-wide event reads 0 (rdpmc was not 2
+	 * then). Unreadable until the event is taken again.
+	 */
+	if (event->hw.config & SPMU_EVENTSEL_RDPMC_USER_DISABLE)
+		return SPMU_NO_INDEX;
+
 	for (i = 0; i < spmu_hw.plan.nr; i++) {
 		if (spmu_hw.plan.slot[i].hw_id == event->attr.config)
 			return spmu_x86_index_ok(&spmu_hw.plan.slot[i], ecx) ?
@@ -62,11 +74,24 @@ int spmu_arch_counter_index(struct perf_event *event)
 	return SPMU_NO_INDEX;
 }
 
+static bool spmu_user_read_blocked(const struct spmu_pcpu *c)
+{
+	unsigned int i;
+
+	for (i = 0; i < spmu_hw.plan.nr; i++) {
+		if (c->event[i] && (c->event[i]->hw.config &
+				    SPMU_EVENTSEL_RDPMC_USER_DISABLE))
+			return true;
+	}
+	return false;
+}
+
 bool spmu_arch_sync_access(struct spmu_pcpu *c, enum spmu_check_cause cause)
 {
 	bool ok = spmu_rdpmc_always_here(this_cpu_read(spmu_rdpmc_ok));
 
 	this_cpu_write(spmu_rdpmc_ok, ok);
+	this_cpu_write(spmu_user_blocked, spmu_user_read_blocked(c));
 	WRITE_ONCE(c->open, c->placed && ok && READ_ONCE(spmu_user_access));
 	return false;
 }
@@ -74,6 +99,8 @@ bool spmu_arch_sync_access(struct spmu_pcpu *c, enum spmu_check_cause cause)
 void spmu_arch_revoke(struct spmu_pcpu *c)
 {
 	WRITE_ONCE(c->open, false);
+	/* The events go: nothing of ours is blocked here any more. */
+	this_cpu_write(spmu_user_blocked, false);
 }
 
 bool spmu_cpu_rdpmc_always(unsigned int cpu)
@@ -96,26 +123,57 @@ bool spmu_rdpmc_always_everywhere(void)
 }
 
 /*
- * One line if user RDPMC is still off a few checks after load: not at
- * load itself, where the package's udev rule has not yet had the chance
- * to set rdpmc=2 (it runs on the module's add event).
+ * A few seconds after load, and then every few seconds while something is
+ * left to do: say once if user RDPMC is still not allowed (not at load,
+ * where the package's udev rule has not yet had the chance to set rdpmc=2
+ * on the module's add event); and once it is, take again events perf
+ * created user-unreadable before (7.x, RDPMC_USER_DISABLE).
  */
-#define SPMU_RDPMC_NOTICE_DELAY		(3 * HZ)
+#define SPMU_RDPMC_WATCH_DELAY		(3 * HZ)
 
-static void spmu_rdpmc_notice_fn(struct work_struct *work)
+static bool spmu_some_user_blocked(void)
 {
-	if (!spmu_rdpmc_always_everywhere())
-		pr_notice("user RDPMC is not allowed: counters are held but reading them from user space faults until the cpu PMU's rdpmc attribute is 2 (echo 2 > /sys/bus/event_source/devices/cpu/rdpmc; cpu_core/rdpmc and cpu_atom/rdpmc on hybrid parts); sysfs rdpmc_always and cpuN/user_access follow it\n");
+	unsigned int cpu;
+
+	for_each_online_cpu(cpu) {
+		if (READ_ONCE(per_cpu(spmu_user_blocked, cpu)))
+			return true;
+	}
+	return false;
 }
 
-static DECLARE_DELAYED_WORK(spmu_rdpmc_notice, spmu_rdpmc_notice_fn);
+static void spmu_rdpmc_watch_fn(struct work_struct *work);
+static DECLARE_DELAYED_WORK(spmu_rdpmc_watch, spmu_rdpmc_watch_fn);
+static bool spmu_rdpmc_noticed;
+
+static void spmu_rdpmc_watch_fn(struct work_struct *work)
+{
+	static struct spmu_counter_set set;
+	bool always;
+
+	mutex_lock(&spmu_lock);
+	always = spmu_rdpmc_always_everywhere();
+	if (!always && !spmu_rdpmc_noticed) {
+		spmu_rdpmc_noticed = true;
+		pr_notice("user RDPMC is not allowed: counters are held but reading them from user space faults until the cpu PMU's rdpmc attribute is 2 (echo 2 > /sys/bus/event_source/devices/cpu/rdpmc; cpu_core/rdpmc and cpu_atom/rdpmc on hybrid parts); sysfs rdpmc_always and cpuN/user_access follow it\n");
+	}
+	if (always && spmu_settings.rdpmc_fixed && spmu_some_user_blocked()) {
+		pr_info("rdpmc is 2 now: taking the events again, which perf created unreadable from user space\n");
+		spmu_counter_set_build(spmu_settings.ring, &set);
+		if (spmu_counters_replace(&set))
+			pr_err("could not take the events again; write 0 then 1 to rdpmc_fixed\n");
+	}
+	mutex_unlock(&spmu_lock);
+	if (!always || spmu_some_user_blocked())
+		schedule_delayed_work(&spmu_rdpmc_watch, SPMU_RDPMC_WATCH_DELAY);
+}
 
 void spmu_rdpmc_notice_start(void)
 {
-	schedule_delayed_work(&spmu_rdpmc_notice, SPMU_RDPMC_NOTICE_DELAY);
+	schedule_delayed_work(&spmu_rdpmc_watch, SPMU_RDPMC_WATCH_DELAY);
 }
 
 void spmu_rdpmc_notice_stop(void)
 {
-	cancel_delayed_work_sync(&spmu_rdpmc_notice);
+	cancel_delayed_work_sync(&spmu_rdpmc_watch);
 }

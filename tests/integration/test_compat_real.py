@@ -62,6 +62,9 @@ RULES = {
     "HAVE_CR4_UPDATE_IRQSOFF_EXPORT": (lambda v: v < (6, 19),
                                        "6.19: 'x86: Restrict KVM-induced symbol exports to KVM "
                                        "modules' (EXPORT_SYMBOL_FOR_KVM, 2025-11)"),
+    "HAVE_RDPMC_USER_DISABLE": (lambda v: v >= (7, 0),
+                                "7.0: per-counter RDPMC_USER_DISABLE for Panther Cove "
+                                "(KERNEL-FACTS.md; seen in the 7.2.13 and 7.3 sources)"),
     "HAVE_PERF_FIXED_MASK_FROM_ECX": (lambda v: v >= (5, 12),
                                       "5.12: 'perf/x86/intel: Support CPUID 10.ECX to disable "
                                       "fixed counters' and PERF_SAMPLE_WEIGHT_STRUCT (the "
