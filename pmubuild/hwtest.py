@@ -84,6 +84,7 @@ class Preflight:
     warnings: tuple[str, ...]
     facts: dict[str, object]
     pmus: tuple[str, ...]  # the x86 core PMUs registered with perf
+    rdpmc_original: dict[str, str | None]  # each one's rdpmc before the test
 
     @property
     def ok(self) -> bool:
@@ -158,9 +159,10 @@ def preflight(view: HostView) -> Preflight:
         "hypervisor_flag": hypervisor,
         "cpu_pmus": list(pmus),
         "hybrid": "cpu_core" in pmus or "cpu_atom" in pmus,
-        "rdpmc_original": {p: _read(view.event_source / p / "rdpmc") for p in pmus},
     }
-    return Preflight(tuple(problems), tuple(warnings), facts, pmus)
+    rdpmc = {p: _read(view.event_source / p / "rdpmc") for p in pmus}
+    facts["rdpmc_original"] = rdpmc
+    return Preflight(tuple(problems), tuple(warnings), facts, pmus, rdpmc)
 
 
 def check(pf: Preflight) -> None:
@@ -322,7 +324,7 @@ def run(json_path: Path | None = None, view: HostView | None = None) -> int:
     if module_loaded():
         raise PipelineError("simple-pmu is loaded already: rmmod simple-pmu (or stop what "
                             "loaded it) and run again; the test loads its own build")
-    original: dict[str, str | None] = dict(pf.facts["rdpmc_original"])  # type: ignore[call-overload]
+    original = pf.rdpmc_original
     ctx = hwtest_steps.Context(progs, view.event_source, pf.pmus, original, cpuid)
     records.append(hwtest_steps.perf_baseline(ctx))
     ko = build_module(view.kbuild)

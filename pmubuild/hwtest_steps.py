@@ -73,6 +73,8 @@ def parse_cpulist(text: str) -> list[int]:
 
 def index_problem(idx: int, num_gp: int, fixed_mask: int) -> str | None:
     """Why idx is not an RDPMC operand of a counter this CPU has (None if it is)."""
+    if idx < 0:
+        return f"{idx}: neither a general counter nor a fixed one (not placed)"
     if idx & RDPMC_FIXED:
         n = idx & ~RDPMC_FIXED
         return None if 0 <= n < 32 and fixed_mask >> n & 1 else \
