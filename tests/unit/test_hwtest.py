@@ -285,3 +285,128 @@ def test_programs_compile_and_loop_layout_from_the_binary(tmp_path):
     assert subprocess.run([str(progs["hwloop"]), "spin", "1000"]).returncode == 0
     cpuid = hwtest_steps.cpuid_facts(progs)
     assert cpuid.vendor in ("GenuineIntel", "AuthenticAMD", "HygonGenuine", "CentaurHauls")
+
+
+# --- steps on a fake sysfs, and the run's order with fake hardware ---------------------------
+
+def fake_driver(tmp_path: Path, *, cycle_index="1073741825", event_index="1073741824 1073741826",
+                user_access="1", cpus="0-1") -> Path:
+    top = tmp_path / "simple-pmu0"
+    values = {"generation": "3", "cpus": cpus, "recheck_ms": "100", "events": "0xc0,0x300",
+              "ring": "2", "rdpmc_fixed": "1", "pmu_version": "5", "num_gp": "8",
+              "gp_width": "48", "num_fixed": "3", "fixed_width": "48", "fixed_mask": "0x7",
+              "events_unavailable": "0x0", "rdpmc_always": "1"}
+    for c in (0, 1):
+        d = top / f"cpu{c}"
+        d.mkdir(parents=True)
+        for a, v in {"cycle_index": cycle_index, "event_index": event_index, "generation": "2",
+                     "interventions": "0", "kvm_deferrals": "0", "checks": "10",
+                     "user_access": user_access, "conflicts": "0"}.items():
+            (d / a).write_text(v + "\n")
+    for a, v in values.items():
+        (top / a).write_text(v + "\n")
+    cpu = tmp_path / "cpu"
+    cpu.mkdir()
+    (cpu / "online").write_text("0-1\n")
+    return top
+
+
+def sysfs_step(tmp_path, monkeypatch, **kw):
+    top = fake_driver(tmp_path, **kw)
+    monkeypatch.setattr(hwtest_steps, "SYSFS", top)
+    monkeypatch.setattr(hwtest_steps, "CPU_SYSFS", tmp_path / "cpu")
+    cpuid = hwtest_steps.Cpuid("GenuineIntel", (6, 0x97, 2), False, True,
+                               (0x07300805, 0, 7, 0x8603))
+    ctx = hwtest_steps.Context({}, tmp_path, ("cpu",), {"cpu": "1"}, cpuid)
+    return top, hwtest_steps.step_sysfs(ctx)
+
+
+def test_step_sysfs_passes_on_the_contract(tmp_path, monkeypatch):
+    _, r = sysfs_step(tmp_path, monkeypatch)
+    assert r.status == "pass", r.reason
+
+
+@pytest.mark.parametrize("kw, words", [
+    ({"cycle_index": "-1"}, "cpu0: -1"),
+    ({"cycle_index": "1073741827"}, "fixed counter 3"),
+    ({"event_index": "1073741824"}, "1 event_index entries for 2 events"),
+    ({"user_access": "0"}, "user_access 0"),
+    ({"cpus": ""}, "cpus is empty"),
+    ({"cpus": "0"}, "cpus 0, online [0, 1]"),
+])
+def test_step_sysfs_fails(tmp_path, monkeypatch, kw, words):
+    _, r = sysfs_step(tmp_path, monkeypatch, **kw)
+    assert r.status == "fail" and words in r.reason, r.reason
+
+
+def test_step_sysfs_missing_file(tmp_path, monkeypatch):
+    top = fake_driver(tmp_path / "x")
+    (top / "cpu1" / "conflicts").unlink()
+    (top / "rdpmc_always").unlink()
+    monkeypatch.setattr(hwtest_steps, "SYSFS", top)
+    monkeypatch.setattr(hwtest_steps, "CPU_SYSFS", tmp_path / "x" / "cpu")
+    r = hwtest_steps.step_sysfs(None)
+    assert (r.status, r.reason) == ("fail", "missing: rdpmc_always cpu1/conflicts")
+
+
+def fake_run(tmp_path, monkeypatch, *, insmod_fails=False, step_status="pass"):
+    view = fake_host(tmp_path)
+    calls = []
+    loaded = []
+    cpuid = hwtest_steps.Cpuid("GenuineIntel", (6, 0x97, 2), False, False,
+                               (0x07300805, 0, 7, 0x8603))
+    rdpmc = view.event_source / "cpu" / "rdpmc"
+
+    def insmod(ko):
+        calls.append("insmod")
+        if insmod_fails:
+            raise PipelineError("insmod: ERROR: could not insert module: Operation not permitted")
+        loaded.append(ko)
+
+    def steps(ctx):
+        calls.append(f"steps rdpmc={rdpmc.read_text()}")
+        return [Record("sysfs", step_status, "" if step_status == "pass" else "broken")]
+
+    def rmmod():
+        calls.append("rmmod")
+        loaded.clear()
+        return None
+
+    monkeypatch.setattr(hwtest_steps, "compile_programs", lambda out: {})
+    monkeypatch.setattr(hwtest_steps, "cpuid_facts", lambda progs: cpuid)
+    monkeypatch.setattr(hwtest_steps, "perf_baseline",
+                        lambda ctx: Record("perf-baseline", "skip", "no perf"))
+    monkeypatch.setattr(hwtest_steps, "loaded_steps", steps)
+    monkeypatch.setattr(hwtest_steps, "unload_record",
+                        lambda err: Record("unload", "pass" if err is None else "fail", err or ""))
+    monkeypatch.setattr(hwtest, "build_module", lambda kbuild: calls.append("build") or
+                        tmp_path / "simple-pmu.ko")
+    monkeypatch.setattr(hwtest, "_modinfo", lambda ko, f: "0.1")
+    monkeypatch.setattr(hwtest, "insmod", insmod)
+    monkeypatch.setattr(hwtest, "rmmod", rmmod)
+    monkeypatch.setattr(hwtest, "module_loaded", lambda: bool(loaded))
+    out = tmp_path / "r.json"
+    rc = hwtest.run(out, view)
+    return rc, calls, json.loads(out.read_text()), rdpmc.read_text()
+
+
+def test_run_order_with_fake_hardware(tmp_path, monkeypatch, capsys):
+    rc, calls, data, rdpmc = fake_run(tmp_path, monkeypatch)
+    assert calls == ["build", "insmod", "steps rdpmc=2", "rmmod"]
+    assert rc == 0 and data["exit_status"] == 0
+    assert [s["name"] for s in data["steps"]] == ["perf-baseline", "load", "sysfs", "unload",
+                                                  "rdpmc-restored"]
+    assert rdpmc.strip() == "1"
+    assert data["host"]["perfmon_version"] == 5 and data["host"]["module_version"] == "0.1"
+    assert all(k in data["host"] for k in hwtest.REQUIRED_HOST_KEYS)
+    printed = capsys.readouterr().out
+    assert "4 passed, 0 failed, 1 skipped" in printed and str(tmp_path / "r.json") in printed
+
+
+def test_run_failed_step_and_failed_insmod(tmp_path, monkeypatch):
+    rc, calls, data, rdpmc = fake_run(tmp_path / "a", monkeypatch, step_status="fail")
+    assert rc == 1 and calls[-1] == "rmmod" and rdpmc.strip() == "1"
+    rc, calls, data, rdpmc = fake_run(tmp_path / "b", monkeypatch, insmod_fails=True)
+    assert rc == 1 and calls == ["build", "insmod"] and rdpmc.strip() == "1"
+    load = next(s for s in data["steps"] if s["name"] == "load")
+    assert load["status"] == "fail" and "Operation not permitted" in load["reason"]
