@@ -5,7 +5,7 @@ from pathlib import Path
 
 from invoke import Exit, task
 
-from pmubuild import commands, pkgtest
+from pmubuild import commands, hwtest, pkgtest
 from pmubuild import package as package_mod
 from pmubuild.errors import PipelineError
 
@@ -120,6 +120,15 @@ def test_package(c, suite="bookworm", arch="amd64"):
     """Build the .debs; apt install, second kernel, upgrade, purge, failures; boot the result."""
     if not _run(pkgtest.test, suite, arch):
         raise Exit(f"test-package {suite} {arch} failed", code=1)
+
+
+@task(name="test-hw",
+      help={"json": "where to write the JSON report (default: build/test-hw-report.json)"})
+def test_hw(c, json=""):
+    """As root on a real Intel machine: load, sysfs, counts, perf, hotplug, unload; a
+    table and a JSON report. Stops at once, loading nothing, where there is no PMU."""
+    if _run(hwtest.run, Path(json) if json else None) != 0:
+        raise Exit("test-hw: some steps failed (table above)", code=1)
 
 
 @task

@@ -1,0 +1,350 @@
+"""`invoke test-hw`: the x86 driver on a real Intel machine, run as root.
+
+Order: a preflight that reads files only (root? x86-64 Intel with architectural perfmon?
+a cpu PMU registered with perf? can this kernel load modules? its headers installed?) and
+stops with one line naming everything missing, before anything is compiled, built or
+loaded; then the test programs (tests/hw/src) and CPUID's leaf 0xA; perf's baseline
+without the module; the module built for the running kernel; the cpu PMU's rdpmc set to 2
+(every old value remembered); insmod; the steps of pmubuild.hwtest_steps; rmmod; rdpmc
+put back. Each step gives a Record; the report is a table on stdout and a JSON file
+(SCHEMA_VERSION) someone can send back. No CI machine has a PMU: this has run only where
+someone ran it by hand.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import subprocess
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .errors import PipelineError
+from .progress import say
+
+REPO = Path(__file__).resolve().parents[1]
+SCHEMA_VERSION = 1
+DEFAULT_JSON = REPO / "build" / "test-hw-report.json"
+EVENT_SOURCE = Path("/sys/bus/event_source/devices")
+X86_CPU_PMUS = ("cpu", "cpu_core", "cpu_atom")  # as perf names them; hybrid: the last two
+STATUSES = ("pass", "fail", "skip")
+RDPMC_ALWAYS = "2"
+
+
+# --- preflight -------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class HostView:
+    """What the preflight looks at; HostView.current() is this machine, tests build fakes."""
+
+    euid: int
+    machine: str
+    cpuinfo: str  # text of /proc/cpuinfo
+    event_source: Path  # /sys/bus/event_source/devices
+    proc: Path  # /proc (modules, sys/kernel/modules_disabled)
+    release: str  # uname -r
+    kbuild: Path  # /lib/modules/RELEASE/build
+
+    @classmethod
+    def current(cls) -> HostView:
+        release = platform.release()
+        try:
+            cpuinfo = Path("/proc/cpuinfo").read_text()
+        except OSError:
+            cpuinfo = ""
+        return cls(os.geteuid(), platform.machine(), cpuinfo, EVENT_SOURCE, Path("/proc"),
+                   release, Path("/lib/modules") / release / "build")
+
+
+def cpuinfo_fields(text: str) -> dict[str, str]:
+    """The first processor's block of /proc/cpuinfo."""
+    fields: dict[str, str] = {}
+    for line in text.splitlines():
+        if not line.strip():
+            if fields:
+                break
+            continue
+        key, _, value = line.partition(":")
+        fields.setdefault(key.strip(), value.strip())
+    return fields
+
+
+@dataclass(frozen=True)
+class Problem:
+    code: str  # the userlib's reason code where it has one (simple_pmu.reasons)
+    text: str
+
+
+@dataclass(frozen=True)
+class Preflight:
+    problems: tuple[Problem, ...]
+    warnings: tuple[str, ...]
+    facts: dict[str, object]
+    pmus: tuple[str, ...]  # the x86 core PMUs registered with perf
+    rdpmc_original: dict[str, str | None]  # each one's rdpmc before the test
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems
+
+    def reason(self) -> str:
+        """One line naming everything that is missing."""
+        return ("test-hw cannot run on this machine: "
+                + "; ".join(p.text for p in self.problems)
+                + ". Nothing was built or loaded.")
+
+
+def _read(path: Path) -> str | None:
+    try:
+        return path.read_text().strip()
+    except OSError:
+        return None
+
+
+def preflight(view: HostView) -> Preflight:
+    """Decide from files alone whether the hardware test can run here."""
+    f = cpuinfo_fields(view.cpuinfo)
+    flags = frozenset(f.get("flags", "").split())
+    vendor = f.get("vendor_id", "unknown")
+    hypervisor = "hypervisor" in flags
+    pmus = tuple(p for p in X86_CPU_PMUS if (view.event_source / p).is_dir())
+    problems: list[Problem] = []
+    warnings: list[str] = []
+    if view.euid != 0:
+        problems.append(Problem("not_root", f"not root (euid {view.euid}): loading a module, "
+                                "writing rdpmc and CPU hotplug need it; run with sudo"))
+    if view.machine != "x86_64":
+        problems.append(Problem("arch_unsupported", f"{view.machine} is not x86-64: this test "
+                                "is for Intel machines (the arm64 driver is tested under QEMU,"
+                                " invoke test-qemu)"))
+    else:
+        if vendor != "GenuineIntel":
+            problems.append(Problem("x86_no_perfmon", f"{vendor} CPU: the x86 driver needs "
+                                    "Intel architectural perfmon (GenuineIntel)"))
+        if "arch_perfmon" not in flags:
+            problems.append(Problem("x86_no_perfmon", "no architectural perfmon (the "
+                                    "arch_perfmon flag is absent from /proc/cpuinfo)"))
+    if not pmus:
+        why = ": the CPU flags say a hypervisor runs this machine and it exposes no " \
+              "virtual PMU" if hypervisor else ""
+        problems.append(Problem("no_cpu_pmu", f"no CPU PMU registered with perf "
+                                f"({view.event_source} has none of: "
+                                f"{', '.join(X86_CPU_PMUS)}){why}"))
+    if not (view.proc / "modules").exists():
+        problems.append(Problem("no_modules", "this kernel cannot load modules "
+                                f"({view.proc / 'modules'} does not exist: CONFIG_MODULES off)"))
+    elif _read(view.proc / "sys" / "kernel" / "modules_disabled") == "1":
+        problems.append(Problem("modules_disabled", "module loading is disabled "
+                                "(kernel.modules_disabled = 1 until reboot)"))
+    if not view.kbuild.is_dir():
+        problems.append(Problem("no_kernel_headers", f"no build tree for the running kernel "
+                                f"({view.kbuild} missing: apt install "
+                                f"linux-headers-{view.release})"))
+    if hypervisor:
+        warnings.append("a hypervisor runs this machine (cpuinfo flag 'hypervisor'): its "
+                        "virtual PMU may lack counters, and its exits add to the counts")
+    facts: dict[str, object] = {
+        "kernel_release": view.release,
+        "machine": view.machine,
+        "vendor": vendor,
+        "model_name": f.get("model name"),
+        "family": f.get("cpu family"),
+        "model": f.get("model"),
+        "stepping": f.get("stepping"),
+        "microcode": f.get("microcode"),
+        "arch_perfmon_flag": "arch_perfmon" in flags,
+        "hypervisor_flag": hypervisor,
+        "cpu_pmus": list(pmus),
+        "hybrid": "cpu_core" in pmus or "cpu_atom" in pmus,
+    }
+    rdpmc = {p: _read(view.event_source / p / "rdpmc") for p in pmus}
+    facts["rdpmc_original"] = rdpmc
+    return Preflight(tuple(problems), tuple(warnings), facts, pmus, rdpmc)
+
+
+def check(pf: Preflight) -> None:
+    for w in pf.warnings:
+        say(f"warning: {w}")
+    if not pf.ok:
+        raise PipelineError(pf.reason())
+
+
+# --- records and the report ------------------------------------------------------------
+
+@dataclass
+class Record:
+    """One step's result. status: pass, fail or skip; reason says why it failed or was
+    skipped; measured and expected: what was seen and what the step wanted."""
+
+    name: str
+    status: str
+    reason: str = ""
+    measured: dict[str, object] = field(default_factory=dict)
+    expected: dict[str, object] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if self.status not in STATUSES:
+            raise ValueError(f"status {self.status!r}, want one of {STATUSES}")
+        if self.status != "pass" and not self.reason:
+            raise ValueError(f"step {self.name}: a {self.status} needs a reason")
+
+    def to_dict(self) -> dict[str, object]:
+        return {"name": self.name, "status": self.status, "reason": self.reason,
+                "measured": self.measured, "expected": self.expected}
+
+
+def exit_status(records: Sequence[Record]) -> int:
+    """0 when no step failed and at least one passed; 1 otherwise."""
+    if any(r.status == "fail" for r in records):
+        return 1
+    return 0 if any(r.status == "pass" for r in records) else 1
+
+
+def _brief(values: dict[str, object], width: int = 60) -> str:
+    text = " ".join(f"{k}={v}" for k, v in values.items())
+    return text if len(text) <= width else text[:width - 3] + "..."
+
+
+def table(records: Sequence[Record]) -> list[str]:
+    """The human-readable report: one line per step, then the totals."""
+    name_w = max([len("step"), *(len(r.name) for r in records)])
+    lines = [f"{'step':<{name_w}}  {'status':<6}  details", f"{'-' * name_w}  ------  -------"]
+    for r in records:
+        details = r.reason if r.status != "pass" else _brief(r.measured)
+        lines.append(f"{r.name:<{name_w}}  {r.status.upper():<6}  {details}".rstrip())
+    counts = {s: sum(r.status == s for r in records) for s in STATUSES}
+    lines.append(f"{counts['pass']} passed, {counts['fail']} failed, {counts['skip']} skipped")
+    return lines
+
+
+def report(host: dict[str, object], records: Sequence[Record]) -> dict[str, object]:
+    return {
+        "schema_version": SCHEMA_VERSION,
+        "tool": "simple-pmu invoke test-hw",
+        "host": host,
+        "steps": [r.to_dict() for r in records],
+        "summary": {s: sum(r.status == s for r in records) for s in STATUSES},
+        "exit_status": exit_status(records),
+    }
+
+
+REQUIRED_HOST_KEYS = ("kernel_release", "model_name", "family", "model", "stepping",
+                      "microcode", "perfmon_version", "hybrid", "hypervisor_flag",
+                      "rdpmc_original", "module_version", "module_commit")
+
+
+def write_report(path: Path, host: dict[str, object], records: Sequence[Record]) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(report(host, records), indent=2, sort_keys=False) + "\n")
+    return path
+
+
+# --- the loader: module-level so that tests can replace them ---------------------------
+
+MODULE = "simple-pmu"
+
+
+def insmod(ko: Path) -> None:
+    proc = subprocess.run(["insmod", str(ko)], capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise PipelineError(f"insmod {ko} failed: {proc.stderr.strip()}")
+
+
+def rmmod() -> str | None:
+    """rmmod simple-pmu: None, or its error."""
+    proc = subprocess.run(["rmmod", MODULE], capture_output=True, text=True)
+    return None if proc.returncode == 0 else proc.stderr.strip() or f"rc {proc.returncode}"
+
+
+def module_loaded() -> bool:
+    return Path("/sys/module/simple_pmu").exists()
+
+
+def build_module(kbuild: Path) -> Path:
+    from . import build  # the build pipeline: only imported once the preflight passed
+
+    result = build.build(kbuild)
+    for w in result.warnings:
+        say(f"warning: {w}")
+    return result.ko
+
+
+@contextmanager
+def rdpmc_always(event_source: Path, pmus: Sequence[str],
+                 original: dict[str, str | None]) -> Iterator[None]:
+    """rdpmc = 2 on every cpu PMU for the block; each old value written back after."""
+    try:
+        for p in pmus:
+            if original.get(p) is not None:
+                (event_source / p / "rdpmc").write_text(RDPMC_ALWAYS)
+        yield
+    finally:
+        for p in pmus:
+            old = original.get(p)
+            if old is not None:
+                try:
+                    (event_source / p / "rdpmc").write_text(old)
+                except OSError as e:
+                    say(f"error: could not put back {event_source / p / 'rdpmc'} = {old}: {e}")
+
+
+def _git_commit() -> str | None:
+    proc = subprocess.run(["git", "-C", str(REPO), "describe", "--always", "--dirty",
+                           "--abbrev=12"], capture_output=True, text=True)
+    return proc.stdout.strip() or None if proc.returncode == 0 else None
+
+
+def _modinfo(ko: Path, field_name: str) -> str | None:
+    proc = subprocess.run(["modinfo", "-F", field_name, str(ko)], capture_output=True,
+                          text=True)
+    return proc.stdout.strip() or None if proc.returncode == 0 else None
+
+
+def run(json_path: Path | None = None, view: HostView | None = None) -> int:
+    """The whole test: preflight (raises PipelineError with its reason), then the steps
+    on hardware. Prints the table and the JSON file's path; returns the exit status."""
+    view = view or HostView.current()
+    pf = preflight(view)
+    check(pf)
+    from . import hwtest_steps  # compiles and runs programs: only past the preflight
+
+    host = dict(pf.facts)
+    host.update({"perfmon_version": None, "module_version": None,
+                 "module_commit": _git_commit()})
+    records: list[Record] = []
+    progs = hwtest_steps.compile_programs(REPO / "build" / "hw" / view.release)
+    cpuid = hwtest_steps.cpuid_facts(progs)
+    host.update(cpuid.facts())
+    if cpuid.problem:
+        raise PipelineError(f"test-hw cannot run on this machine: {cpuid.problem}. Nothing "
+                            "was built or loaded.")
+    if module_loaded():
+        raise PipelineError("simple-pmu is loaded already: rmmod simple-pmu (or stop what "
+                            "loaded it) and run again; the test loads its own build")
+    original = pf.rdpmc_original
+    ctx = hwtest_steps.Context(progs, view.event_source, pf.pmus, original, cpuid)
+    records.append(hwtest_steps.perf_baseline(ctx))
+    ko = build_module(view.kbuild)
+    host["module_version"] = _modinfo(ko, "version")
+    host["module_srcversion"] = _modinfo(ko, "srcversion")
+    with rdpmc_always(view.event_source, pf.pmus, original):
+        try:
+            insmod(ko)
+        except PipelineError as e:
+            records.append(Record("load", "fail", str(e), {"ko": str(ko)}))
+        else:
+            records.append(Record("load", "pass", measured={"ko": str(ko)}))
+            try:
+                records.extend(hwtest_steps.loaded_steps(ctx))
+            finally:
+                records.append(hwtest_steps.unload_record(rmmod() if module_loaded()
+                                                          else "not loaded any more"))
+    records.append(hwtest_steps.rdpmc_restored(ctx))
+    for line in table(records):
+        print(line)
+    out = write_report(json_path or DEFAULT_JSON, host, records)
+    print(f"report: {out} (please send it back with the table above)")
+    return exit_status(records)
