@@ -284,7 +284,11 @@ def step_sysfs(ctx: Context) -> Record:
     events = [int(e, 16) for e in _attr("events").split(",") if e]
     if INSN_EVENT not in events:
         problems.append(f"events '{_attr('events')}' lacks 0xc0")
-    num_gp, fixed_mask = int(_attr("num_gp")), int(_attr("fixed_mask"), 0)
+    # On hybrid parts leaf 0xA (num_gp) gives only what both core types share; a P-core
+    # has more general counters, up to the architectural 32.
+    hybrid = (SYSFS / "hybrid").exists() and _attr("hybrid") == "1"
+    num_gp = 32 if hybrid else int(_attr("num_gp"))
+    fixed_mask = int(_attr("fixed_mask"), 0)
     for name, want in (("ring", "2"), ("rdpmc_fixed", "1"), ("rdpmc_always", "1"),
                        ("pmu_version", str(ctx.cpuid.version))):
         if _attr(name) != want:
