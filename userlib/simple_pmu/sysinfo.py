@@ -272,6 +272,12 @@ def parse_cpulist(text: str) -> list[int]:
     return cpus
 
 
+def x86_counter_width(index: int, fixed_width: int, gp_width: int) -> int:
+    """Bits of the x86 counter an RDPMC operand names: fixed_width for a fixed counter
+    (bit 30; also -1, where cycles.h reads the 2011 fixed counters), else gp_width."""
+    return fixed_width if index < 0 or index & X86_RDPMC_FIXED else gp_width
+
+
 def counter_width(index: int, event_width: int) -> int:
     """Bits of the counter at a cycle_index / event_index: 64 for PMCCNTR_EL0 (31), else
     the driver's event_width."""
