@@ -478,7 +478,9 @@ static inline int cycles_read_cpu(int cpu, const char *events,
  * The indices every CPU with a cycle counter shares into st->cycle,
  * st->insn and st->ref; CYCLES_IDX_PER_CPU if they differ, CYCLES_IDX_NONE
  * if no CPU has one. CPUs without one (offline, not placed) do not count:
- * user access is closed there, so a read faults whatever index it uses.
+ * user access is closed there, so a read faults whatever index it uses
+ * (arm64; on x86 it may read another counter instead: see the top of the
+ * file), and perfmon_available() is 0 there.
  */
 static inline void cycles_settle(struct cycles_state *st)
 {
