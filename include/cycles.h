@@ -15,39 +15,59 @@
  *   rdtsc(), rdtscp()    time-stamp counter, unordered / after prior work
  *   pin_cpu(), unpin_cpu()  keep the thread on one CPU while measuring
  *
- * and two additions for the per-CPU state the driver publishes:
+ * and additions for the per-CPU state the driver publishes:
  *
  *   cycles_generation()  this CPU's generation: a measurement is valid only
  *                        if it is the same before and after (below)
  *   cycles_refresh()     forget what was read from sysfs and read it again
  *                        (0; -1 if the driver publishes no placement, as
- *                        without the module, and on x86, where the fixed
- *                        counters need none)
+ *                        without the module or with a driver older than
+ *                        this header)
+ *   cycles_unavailable_reason()  NULL when perfmon_available() is > 0, else
+ *                        a short text naming the check that failed
  *
- * x86-64: unhalted_core/insn_retired/unhalted_ref are RDPMC of the Intel
- * fixed counters 1/0/2; rdtsc/rdtscp the TSC. perfmon_available() returns
- * the architectural perfmon version (CPUID leaf 0xA).
- *
- * arm64: the driver takes its counters from perf (pinned per-CPU events:
- * CPU_CYCLES and the configured events, by default INST_RETIRED), and
- * perf decides, per CPU, which hardware counter each one lands in. The
- * driver publishes that in sysfs, per CPU:
- *   cpuN/cycle_index   31 = PMCCNTR_EL0, 0..30 = PMEVCNTR<n>_EL0, -1 = none
+ * Both architectures: the driver takes its counters from perf (pinned
+ * per-CPU kernel events), and perf decides, per CPU, which hardware counter
+ * each one lands in. The driver publishes that in sysfs, per CPU:
+ *   cpuN/cycle_index   the counter of core cycles, -1 = none
  *   cpuN/event_index   one such index per entry of `events`, same order
  *   cpuN/generation    changes with any of them, when the CPU goes offline
  *                      and online, when settings change, and when perf
- *                      reloads a 32-bit counter
- * unhalted_core() reads the counter at this CPU's cycle_index, and
- * insn_retired() the one at the position of event 0x08 (INST_RETIRED) in
- * event_index; it returns 0 if the driver counts no such event. Both read
- * the register directly (mrs), never through PMSELR_EL0. sysfs is read
- * once and cached: when every CPU has the same indices (the usual case) a
- * read costs a compare and the mrs; otherwise it looks the current CPU up
- * (sched_getcpu()) first. rdtsc, rdtscp and unhalted_ref read the generic
- * timer CNTVCT_EL0 (CNTFRQ_EL0 Hz). perfmon_available() returns the PMU
- * version (sysfs pmu_version: 1 = PMUv3, 4 = v3p1, ...) when the module is
- * loaded, user_access is 1 and this CPU has a cycle counter (cycle_index
- * >= 0); it re-reads the cached state.
+ *                      reloads a counter
+ * sysfs is read once and cached: when every CPU has the same indices (the
+ * usual case) a read costs a compare and the read instruction; otherwise
+ * it looks the current CPU up (sched_getcpu()) first.
+ *
+ * x86-64: an index is the ECX operand of RDPMC: 1073741824 + n (bit 30)
+ * for fixed counter n, n for general counter n. unhalted_core() is RDPMC
+ * of this CPU's cycle_index; insn_retired() of the index at the position
+ * of event 0xc0 (INST_RETIRED.ANY) in `events`; unhalted_ref() of the one
+ * at the position of 0x300 (CPU_CLK_UNHALTED.REF_TSC; x86 `events` are in
+ * perf's raw encoding event | umask << 8). unhalted_ref() returns 0 where
+ * the driver publishes no 0x300 (a CPU without fixed counter 2). Where the
+ * driver publishes no counter for this CPU at all (module not loaded, CPU
+ * not placed), unhalted_core() and insn_retired() read the counters of
+ * 2011, fixed counters 1 and 0, which faults where user RDPMC is off.
+ * rdtsc/rdtscp read the TSC. perfmon_available() returns the architectural
+ * perfmon version (sysfs pmu_version, else CPUID leaf 0xA) when the module
+ * is loaded, rdpmc_fixed (where present) is 1, user RDPMC is allowed (the
+ * cpu PMU's rdpmc attribute is 2: /sys/bus/event_source/devices/cpu/rdpmc,
+ * cpu_core/rdpmc and cpu_atom/rdpmc on hybrid parts; none: an older kernel,
+ * allowed), cpuN/user_access (where present) is 1 and this CPU has a
+ * cycle counter (cycle_index >= 0); it re-reads the cached state. Counter
+ * values belong to perf: within one generation b - a is exact.
+ *
+ * arm64: the driver's events are CPU_CYCLES and the configured events (by
+ * default INST_RETIRED, 0x08). An index is 31 for PMCCNTR_EL0, n for
+ * PMEVCNTR<n>_EL0. unhalted_core() reads the counter at this CPU's
+ * cycle_index, and insn_retired() the one at the position of event 0x08
+ * (INST_RETIRED) in event_index; it returns 0 if the driver counts no such
+ * event. Both read the register directly (mrs), never through PMSELR_EL0.
+ * rdtsc, rdtscp and unhalted_ref read the generic timer CNTVCT_EL0
+ * (CNTFRQ_EL0 Hz). perfmon_available() returns the PMU version (sysfs
+ * pmu_version: 1 = PMUv3, 4 = v3p1, ...) when the module is loaded,
+ * user_access is 1 and this CPU has a cycle counter (cycle_index >= 0); it
+ * re-reads the cached state.
  *
  * Widths (arm64): counter values belong to perf. PMCCNTR_EL0 (index 31) is
  * 64 bits wide and starts near 2^63; an event counter is event_width bits
@@ -57,7 +77,7 @@
  * counter that is plain counter_t subtraction, for a 32-bit one mask it:
  * (b - a) & 0xffffffff.
  *
- * Measuring (arm64; also right on x86, where generations rarely change):
+ * Measuring (both architectures):
  *
  *	pin_cpu(&old);
  *	g = cycles_generation();	// also brings the cached indices of
@@ -79,7 +99,9 @@
  * Counters are per CPU: pin the thread (pin_cpu) around a measurement. On
  * arm64 a CPU whose cycle_index is -1 (the driver's events are not on a
  * counter there, or the CPU is offline) has user access closed: a read
- * there faults, or insn_retired() returns 0.
+ * there faults, or insn_retired() returns 0. On x86 user RDPMC is one
+ * switch for the whole machine: there a read of a counter that is not the
+ * driver's may return perf's count of something else instead of faulting.
  *
  * arm64 and perf: whenever any perf event (perf stat, perf record, another
  * program's perf_event_open, even a failed trial of it) is scheduled on a
@@ -94,7 +116,9 @@
  *
  * Define _GNU_SOURCE before the first #include of the file that includes
  * this header (sched_getcpu() and the CPU_SET macros need it). Define
- * CYCLES_SYSFS_DIR before including it to read another directory (tests).
+ * CYCLES_SYSFS_DIR (the driver's directory) or CYCLES_EVENT_SOURCE_DIR
+ * (x86: where the cpu PMU's rdpmc attribute is) before including it to
+ * read other directories (tests).
  */
 #ifndef CYCLES_H
 #define CYCLES_H 1
@@ -133,8 +157,23 @@ typedef unsigned long long counter_t;
 /* Index 31 in cycle_index / event_index: PMCCNTR_EL0, always 64 bits. */
 #define CYCLES_CYCLE_COUNTER		31
 
+#if defined(__x86_64__) || defined(__i386__)
+/* Where the cpu PMU's rdpmc attribute is (cpu, or cpu_core/cpu_atom). */
+#ifndef CYCLES_EVENT_SOURCE_DIR
+#define CYCLES_EVENT_SOURCE_DIR	"/sys/bus/event_source/devices"
+#endif
+/* RDPMC ECX bit 30 selects the fixed-function counters. */
+#define CYCLES_RDPMC_FIXED		(1U << 30)
+/* The highest general and fixed counter numbers an index may name. */
+#define CYCLES_MAX_GP_COUNTER		31
+#define CYCLES_MAX_FIXED_COUNTER	15
+/* Events of `events`, in perf's x86 raw encoding event | umask << 8. */
+#define CYCLES_EVENT_INST_RETIRED	0xc0	/* INST_RETIRED.ANY */
+#define CYCLES_EVENT_REF_CYCLES		0x300	/* CPU_CLK_UNHALTED.REF_TSC */
+#else
 /* The architected INST_RETIRED event, counted by default by the driver. */
 #define CYCLES_EVENT_INST_RETIRED	0x08
+#endif
 
 /* The cached index of a counter, when it is not a counter: */
 #define CYCLES_IDX_NONE		(-1)	/* none: not placed, not counted */
@@ -263,8 +302,26 @@ static inline int cycles_event_position(const char *events,
 }
 
 /*
- * A counter index: "31" (PMCCNTR_EL0), "0".."30" (PMEVCNTR<n>_EL0) or
- * "-1" (none); anything else is malformed. 0 with *idx set, or -1.
+ * Whether @v is a counter index of this architecture or -1 (none). x86:
+ * the RDPMC operand, n for general counter n, 1073741824 + n (bit 30) for
+ * fixed counter n. arm64: 31 for PMCCNTR_EL0, n for PMEVCNTR<n>_EL0.
+ */
+static inline int cycles_index_valid(long v)
+{
+#if defined(__x86_64__) || defined(__i386__)
+	const long fixed = (long)CYCLES_RDPMC_FIXED;
+
+	return v == CYCLES_IDX_NONE ||
+	       (v >= 0 && v <= CYCLES_MAX_GP_COUNTER) ||
+	       (v >= fixed && v <= fixed + CYCLES_MAX_FIXED_COUNTER);
+#else
+	return v >= CYCLES_IDX_NONE && v <= CYCLES_CYCLE_COUNTER;
+#endif
+}
+
+/*
+ * A counter index in decimal (cycles_index_valid()); anything else is
+ * malformed. 0 with *idx set, or -1.
  */
 static inline int cycles_parse_index(const char *s, const char **endp,
 				     int *idx)
@@ -275,7 +332,7 @@ static inline int cycles_parse_index(const char *s, const char **endp,
 	if (!(*s == '-' || (*s >= '0' && *s <= '9')))
 		return -1;
 	v = strtol(s, &end, 10);
-	if (end == s || v < CYCLES_IDX_NONE || v > CYCLES_CYCLE_COUNTER)
+	if (end == s || !cycles_index_valid(v))
 		return -1;
 	*idx = (int)v;
 	if (endp)
@@ -328,19 +385,21 @@ static inline int cycles_event_index(const char *events,
 
 /*
  * The cache of what the driver published: per CPU the index of the cycle
- * counter and of INST_RETIRED, with the generation they belong to, and the
- * indices every CPU shares (or CYCLES_IDX_PER_CPU, CYCLES_IDX_NONE,
- * CYCLES_IDX_UNKNOWN).
+ * counter, of INST_RETIRED and (x86) of the reference cycles, with the
+ * generation they belong to, and the indices every CPU shares (or
+ * CYCLES_IDX_PER_CPU, CYCLES_IDX_NONE, CYCLES_IDX_UNKNOWN).
  */
 struct cycles_cpu_state {
 	int cycle;
 	int insn;
+	int ref;			/* arm64: always CYCLES_IDX_NONE */
 	unsigned long generation;	/* 0: could not be read */
 };
 
 struct cycles_state {
 	int cycle;
 	int insn;
+	int ref;
 	int nr_cpus;			/* entries of cpu[] read */
 	struct cycles_cpu_state cpu[CYCLES_MAX_CPUS];
 };
@@ -349,7 +408,8 @@ struct cycles_state {
 static inline struct cycles_state *cycles_state(void)
 {
 	static struct cycles_state st = {
-		CYCLES_IDX_UNKNOWN, CYCLES_IDX_UNKNOWN, 0, { { 0, 0, 0 } }
+		CYCLES_IDX_UNKNOWN, CYCLES_IDX_UNKNOWN, CYCLES_IDX_UNKNOWN, 0,
+		{ { 0, 0, 0, 0 } }
 	};
 
 	return &st;
@@ -378,7 +438,7 @@ static inline int cycles_read_cpu(int cpu, const char *events,
 	char cyc[16], evi[256];
 	unsigned long gen;
 	const char *end;
-	int tries, insn, cycle;
+	int tries, insn, ref, cycle;
 
 	for (tries = 0; tries < CYCLES_READ_TRIES; tries++) {
 		gen = cycles_cpu_generation(cpu);
@@ -393,28 +453,39 @@ static inline int cycles_read_cpu(int cpu, const char *events,
 		insn = cycle < 0 ? CYCLES_IDX_NONE :
 		       cycles_event_index(events, evi,
 					  CYCLES_EVENT_INST_RETIRED);
+#ifdef CYCLES_EVENT_REF_CYCLES
+		ref = cycle < 0 ? CYCLES_IDX_NONE :
+		      cycles_event_index(events, evi, CYCLES_EVENT_REF_CYCLES);
+#else
+		ref = CYCLES_IDX_NONE;
+#endif
+		/* One list, two lookups: both UNKNOWN or neither. */
 		if (insn != CYCLES_IDX_UNKNOWN &&
 		    cycles_cpu_generation(cpu) == gen) {
 			c->cycle = cycle;
 			c->insn = insn;
+			c->ref = ref;
 			c->generation = gen;
 			return 0;
 		}
 	}
-	c->cycle = c->insn = CYCLES_IDX_NONE;
+	c->cycle = c->insn = c->ref = CYCLES_IDX_NONE;
 	c->generation = 0;
 	return -1;
 }
 
 /*
- * The indices every CPU with a cycle counter shares into st->cycle and
- * st->insn; CYCLES_IDX_PER_CPU if they differ, CYCLES_IDX_NONE if no CPU
- * has one. CPUs without one (offline, not placed) do not count: user
- * access is closed there, so a read faults whatever index it uses.
+ * The indices every CPU with a cycle counter shares into st->cycle,
+ * st->insn and st->ref; CYCLES_IDX_PER_CPU if they differ, CYCLES_IDX_NONE
+ * if no CPU has one. CPUs without one (offline, not placed) do not count:
+ * user access is closed there, so a read faults whatever index it uses
+ * (arm64; on x86 it may read another counter instead: see the top of the
+ * file), and perfmon_available() is 0 there.
  */
 static inline void cycles_settle(struct cycles_state *st)
 {
-	int cpu, cycle = CYCLES_IDX_NONE, insn = CYCLES_IDX_NONE, seen = 0;
+	int cpu, cycle = CYCLES_IDX_NONE, insn = CYCLES_IDX_NONE;
+	int ref = CYCLES_IDX_NONE, seen = 0;
 
 	for (cpu = 0; cpu < st->nr_cpus; cpu++) {
 		const struct cycles_cpu_state *c = &st->cpu[cpu];
@@ -424,13 +495,16 @@ static inline void cycles_settle(struct cycles_state *st)
 		if (!seen++) {
 			cycle = c->cycle;
 			insn = c->insn;
-		} else if (c->cycle != cycle || c->insn != insn) {
-			cycle = insn = CYCLES_IDX_PER_CPU;
+			ref = c->ref;
+		} else if (c->cycle != cycle || c->insn != insn ||
+			   c->ref != ref) {
+			cycle = insn = ref = CYCLES_IDX_PER_CPU;
 			break;
 		}
 	}
 	st->cycle = cycle;
 	st->insn = insn;
+	st->ref = ref;
 }
 
 /* 1 + the highest N of the cpuN directories; 0 if there are none. */
@@ -569,23 +643,33 @@ static inline int cycles_insn_index(void)
 	return idx;
 }
 
+/* x86: the reference cycles' index here; arm64: always CYCLES_IDX_NONE. */
+static inline int cycles_ref_index(void)
+{
+	struct cycles_state *st = cycles_loaded_state();
+	int cpu;
+
+	if (st->ref != CYCLES_IDX_PER_CPU)
+		return st->ref;
+	cpu = sched_getcpu();
+	return cpu >= 0 && cpu < st->nr_cpus ? st->cpu[cpu].ref :
+	       CYCLES_IDX_NONE;
+}
+
 #if defined(__x86_64__) || defined(__i386__)
 
-/* RDPMC ECX bit 30 selects the fixed-function counters. */
-#define CYCLES_RDPMC_FIXED		(1U << 30)
+/* The fixed counters of 2011, read where the driver publishes nothing. */
 #define CYCLES_FIXED_INST_RETIRED	0	/* INST_RETIRED.ANY */
 #define CYCLES_FIXED_CORE_CYCLES	1	/* CPU_CLK_UNHALTED.THREAD */
 #define CYCLES_FIXED_REF_CYCLES		2	/* CPU_CLK_UNHALTED.REF_TSC */
 
 /* CPUID leaf 0xA, architectural performance monitoring */
 #define CYCLES_CPUID_PERFMON		0xa
-/* EBX bit set: event unavailable (bit 0 core cycles, 1 instructions) */
-#define CYCLES_EBX_CORE_CYCLES		(1U << 0)
-#define CYCLES_EBX_INSN_RETIRED		(1U << 1)
 
-/* The cpu PMU's rdpmc attribute; cpu_core on hybrid parts. */
-#define CYCLES_RDPMC_ATTR	"/sys/bus/event_source/devices/cpu/rdpmc"
-#define CYCLES_RDPMC_ATTR_HYBRID "/sys/bus/event_source/devices/cpu_core/rdpmc"
+/* The cpu PMU's rdpmc attribute; cpu_core and cpu_atom on hybrid parts. */
+#define CYCLES_RDPMC_ATTR	CYCLES_EVENT_SOURCE_DIR "/cpu/rdpmc"
+#define CYCLES_RDPMC_ATTR_CORE	CYCLES_EVENT_SOURCE_DIR "/cpu_core/rdpmc"
+#define CYCLES_RDPMC_ATTR_ATOM	CYCLES_EVENT_SOURCE_DIR "/cpu_atom/rdpmc"
 #define CYCLES_RDPMC_ALWAYS	2
 
 /* ECX is an input too: leaves 0x7, 0xB, 0x23... have subleaves. */
@@ -616,19 +700,55 @@ static CYCLES_INLINE counter_t cycles_rdpmc(unsigned int counter)
 	return ((counter_t)hi << 32) | lo;
 }
 
+/*
+ * The counter at this CPU's cycle_index. Where the driver publishes none
+ * (module not loaded, CPU not placed) this reads fixed counter 1 as in
+ * 2011: it faults where user RDPMC is off.
+ */
 static CYCLES_INLINE counter_t unhalted_core(void)
 {
-	return cycles_rdpmc(CYCLES_RDPMC_FIXED | CYCLES_FIXED_CORE_CYCLES);
+	int idx = cycles_state()->cycle;
+
+	if (__builtin_expect(idx < 0, 0)) {
+		idx = cycles_cycle_index();
+		if (idx < 0)
+			idx = (int)(CYCLES_RDPMC_FIXED |
+				    CYCLES_FIXED_CORE_CYCLES);
+	}
+	return cycles_rdpmc((unsigned int)idx);
 }
 
-static CYCLES_INLINE counter_t unhalted_ref(void)
-{
-	return cycles_rdpmc(CYCLES_RDPMC_FIXED | CYCLES_FIXED_REF_CYCLES);
-}
-
+/*
+ * The counter of event 0xc0 (INST_RETIRED.ANY) on this CPU; fixed counter
+ * 0, as in 2011, where the driver publishes none.
+ */
 static CYCLES_INLINE counter_t insn_retired(void)
 {
-	return cycles_rdpmc(CYCLES_RDPMC_FIXED | CYCLES_FIXED_INST_RETIRED);
+	int idx = cycles_state()->insn;
+
+	if (__builtin_expect(idx < 0, 0)) {
+		idx = cycles_insn_index();
+		if (idx < 0)
+			idx = (int)(CYCLES_RDPMC_FIXED |
+				    CYCLES_FIXED_INST_RETIRED);
+	}
+	return cycles_rdpmc((unsigned int)idx);
+}
+
+/*
+ * The counter of event 0x300 (CPU_CLK_UNHALTED.REF_TSC) on this CPU; 0
+ * where the driver publishes none (e.g. a CPU without fixed counter 2).
+ */
+static CYCLES_INLINE counter_t unhalted_ref(void)
+{
+	int idx = cycles_state()->ref;
+
+	if (__builtin_expect(idx < 0, 0)) {
+		idx = cycles_ref_index();
+		if (idx < 0)
+			return 0;
+	}
+	return cycles_rdpmc((unsigned int)idx);
 }
 
 /* Lots of caveats: the TSC counts time, not cycles, and is not ordered. */
@@ -661,73 +781,84 @@ static CYCLES_INLINE unsigned long long rdtscp(void)
 }
 
 /*
- * Fixed counter i exists if ECX bit i is set (a bitmap from version 5,
- * zero before) or if it is among the first EDX[4:0] (version 2 on).
- */
-static inline int cycles_fixed_counter_exists(const unsigned int regs[4],
-					      unsigned int i)
-{
-	return ((regs[2] >> i) & 1) || (regs[3] & 0x1f) > i;
-}
-
-/* EBX bits at or past EAX[31:24] are not enumerated: not available. */
-static inline int cycles_arch_event_available(const unsigned int regs[4],
-					      unsigned int ebx_bit)
-{
-	unsigned int len = (regs[0] >> 24) & 0xff;
-	unsigned int i = __builtin_ctz(ebx_bit);
-
-	return i < len && !(regs[1] & ebx_bit);
-}
-
-/*
  * A user RDPMC outside a task that mmapped a perf event faults unless the
  * cpu PMU's rdpmc attribute is 2 (kernels from 4.0 clear CR4.PCE on every
- * switch to another mm otherwise). No attribute: an older kernel, where
- * the driver's CR4.PCE stays.
+ * switch to another mm otherwise). Hybrid parts have cpu_core and cpu_atom
+ * instead of cpu: every one present must be 2. None: an older kernel,
+ * where the driver's CR4.PCE stays.
  */
 static inline int cycles_rdpmc_allowed(void)
 {
-	char buf[16];
+	static const char *const attrs[] = {
+		CYCLES_RDPMC_ATTR, CYCLES_RDPMC_ATTR_CORE, CYCLES_RDPMC_ATTR_ATOM
+	};
+	char buf[16], *end;
+	unsigned int i;
 
-	if (cycles_read_file(CYCLES_RDPMC_ATTR, buf, sizeof(buf)) < 0 &&
-	    cycles_read_file(CYCLES_RDPMC_ATTR_HYBRID, buf, sizeof(buf)) < 0)
-		return 1;
-	return strtol(buf, NULL, 10) == CYCLES_RDPMC_ALWAYS;
+	for (i = 0; i < sizeof(attrs) / sizeof(attrs[0]); i++) {
+		if (cycles_read_file(attrs[i], buf, sizeof(buf)) < 0)
+			continue;
+		if (strtol(buf, &end, 10) != CYCLES_RDPMC_ALWAYS || *end)
+			return 0;
+	}
+	return 1;
 }
 
-/*
- * > 0 (the architectural perfmon version) when the module is loaded, the
- * CPU has fixed counters 0 and 1 counting instructions and core cycles,
- * user RDPMC is allowed, and the driver has not switched the counters off
- * (2011 attribute rdpmc_fixed, where present); 0 otherwise.
- */
-static inline int perfmon_available(void)
+/* The architectural perfmon version: sysfs pmu_version, else CPUID 0xA. */
+static inline int cycles_perfmon_version(void)
 {
 	unsigned int regs[4];
-	unsigned int version;
+	long version = cycles_attr_long("pmu_version", 0);
 
-	if (access(CYCLES_SYSFS_DIR, R_OK) < 0)
-		return 0;
+	if (version > 0)
+		return (int)version;
 	cycles_cpuid(0, 0, regs);
 	if (regs[0] < CYCLES_CPUID_PERFMON)
 		return 0;
 	cycles_cpuid(CYCLES_CPUID_PERFMON, 0, regs);
-	version = regs[0] & 0xff;
-	/* Fixed counters arrived with version 2. */
-	if (version < 2)
-		return 0;
-	if (!cycles_fixed_counter_exists(regs, CYCLES_FIXED_INST_RETIRED) ||
-	    !cycles_fixed_counter_exists(regs, CYCLES_FIXED_CORE_CYCLES))
-		return 0;
-	if (!cycles_arch_event_available(regs, CYCLES_EBX_CORE_CYCLES) ||
-	    !cycles_arch_event_available(regs, CYCLES_EBX_INSN_RETIRED))
-		return 0;
+	return (int)(regs[0] & 0xff);
+}
+
+/*
+ * NULL when this CPU's counters can be read (perfmon_available() > 0), else
+ * which check failed: the module is loaded, has its counters on
+ * (rdpmc_fixed 1, where present), user RDPMC is allowed, this CPU's
+ * user_access (where present) is 1 and it has a cycle counter. Re-reads
+ * the cache (cycles_refresh()). Never faults.
+ */
+static inline const char *cycles_unavailable_reason(void)
+{
+	char buf[16];
+	int cpu, cycle;
+
+	if (access(CYCLES_SYSFS_DIR, R_OK) < 0)
+		return "module not loaded";
+	if (cycles_attr_long("rdpmc_fixed", 1) != 1)
+		return "rdpmc_fixed is not 1";
 	if (!cycles_rdpmc_allowed())
+		return "the cpu PMU's rdpmc is not 2";
+	if (cycles_refresh() < 0)
+		return "no counter placement published";
+	cpu = sched_getcpu();
+	if (cycles_read_cpu_attr(cpu, "user_access", buf, sizeof(buf)) >= 0 &&
+	    strcmp(buf, "1"))
+		return "user_access of this CPU is not 1";
+	if (cycles_cpu_indices(cpu, &cycle, NULL, NULL) < 0 || cycle < 0)
+		return "no cycle counter on this CPU";
+	if (cycles_perfmon_version() <= 0)
+		return "no architectural perfmon";
+	return NULL;
+}
+
+/*
+ * > 0 (the architectural perfmon version) when the driver's counters can
+ * be read on this CPU (cycles_unavailable_reason() is NULL); 0 otherwise.
+ */
+static inline int perfmon_available(void)
+{
+	if (cycles_unavailable_reason())
 		return 0;
-	if (cycles_attr_long("rdpmc_fixed", 1) <= 0)
-		return 0;
-	return (int)version;
+	return cycles_perfmon_version();
 }
 
 /*
@@ -887,24 +1018,36 @@ static inline unsigned long long cycles_timer_frequency(void)
 }
 
 /*
- * > 0 (the PMU version, sysfs pmu_version) when the module is loaded,
- * grants user access (user_access 1) and holds a cycle counter on this CPU
- * (cpuN/cycle_index >= 0); 0 otherwise. Re-reads the cache
- * (cycles_refresh()). Never faults.
+ * NULL when this CPU's counters can be read (perfmon_available() > 0), else
+ * which check failed: the module is loaded, grants user access
+ * (user_access 1) and holds a cycle counter on this CPU (cpuN/cycle_index
+ * >= 0). Re-reads the cache (cycles_refresh()). Never faults.
+ */
+static inline const char *cycles_unavailable_reason(void)
+{
+	int cycle;
+
+	if (access(CYCLES_SYSFS_DIR, R_OK) < 0)
+		return "module not loaded";
+	if (cycles_attr_long("user_access", 0) != 1)
+		return "user_access is not 1";
+	if (cycles_refresh() < 0)
+		return "no counter placement published";
+	if (cycles_cpu_indices(sched_getcpu(), &cycle, NULL, NULL) < 0 ||
+	    cycle < 0)
+		return "no cycle counter on this CPU";
+	return NULL;
+}
+
+/*
+ * > 0 (the PMU version, sysfs pmu_version) when the driver's counters can
+ * be read on this CPU (cycles_unavailable_reason() is NULL); 0 otherwise.
  */
 static inline int perfmon_available(void)
 {
 	long version;
-	int cycle;
 
-	if (access(CYCLES_SYSFS_DIR, R_OK) < 0)
-		return 0;
-	if (cycles_attr_long("user_access", 0) != 1)
-		return 0;
-	if (cycles_refresh() < 0)
-		return 0;
-	if (cycles_cpu_indices(sched_getcpu(), &cycle, NULL, NULL) < 0 ||
-	    cycle < 0)
+	if (cycles_unavailable_reason())
 		return 0;
 	version = cycles_attr_long("pmu_version", 1);
 	return version > 0 ? (int)version : 1;

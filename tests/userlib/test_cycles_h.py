@@ -150,6 +150,8 @@ def test_header_refuses_late_gnu_source(tmp_path):
 
 CPUS = sorted(os.sched_getaffinity(0))
 PER_CPU, NONE = -3, -1  # CYCLES_IDX_PER_CPU, CYCLES_IDX_NONE
+# The INST_RETIRED event insn_retired() looks for in `events` (CYCLES_EVENT_INST_RETIRED).
+INSN_EVENT = {False: "0xc0", True: "0x8"}  # x86 (raw event|umask<<8), arm64
 
 
 class Lookup:
@@ -191,14 +193,20 @@ class Lookup:
 
 @pytest.fixture(params=[NATIVE_CC, CROSS_CC], ids=["native", "arm64"])
 def lookup(request, tmp_path):
-    """(start, fake): start() runs lookup_check built for the fake driver's directory."""
+    """(start, fake, arm64): start() runs lookup_check built for the fake driver's
+    directory. The driver's layout is arm64's on both; natively (x86) it counts x86's
+    INST_RETIRED, and the cpu PMU's rdpmc attribute is looked for in an empty directory
+    (no such attribute: allowed, as on kernels before 4.0)."""
     from userlib_helpers import FakeDriver
 
     cc = request.param
     need_cc(cc)
-    fake = FakeDriver(tmp_path / "sys", max(CPUS) + 1)
+    fake = FakeDriver(tmp_path / "sys", max(CPUS) + 1, events=INSN_EVENT[cc == CROSS_CC])
     exe = tmp_path / "lookup_check"
-    compile_c(cc, [CSRC / "lookup_check.c"], exe, [f'-DCYCLES_SYSFS_DIR="{fake.dir}"'])
+    (tmp_path / "event_source").mkdir()
+    compile_c(cc, [CSRC / "lookup_check.c"], exe,
+              [f'-DCYCLES_SYSFS_DIR="{fake.dir}"',
+               f'-DCYCLES_EVENT_SOURCE_DIR="{tmp_path / "event_source"}"'])
     argv = [str(exe)]
     if cc == CROSS_CC:
         qemu = shutil.which("qemu-aarch64")
@@ -249,8 +257,8 @@ def test_lookup_differs_per_cpu(lookup):
 
 def test_lookup_event_by_position(lookup):
     """INST_RETIRED's counter is the entry of event_index at its position in events."""
-    start, fake, _ = lookup
-    fake.attr("events", "0x11,0x8,0x3")
+    start, fake, arm64 = lookup
+    fake.attr("events", f"0x11,{INSN_EVENT[arm64]},0x3")
     for cpu in CPUS:
         fake.place(cpu, 31, [4, 2, 1])
     run = start()
@@ -322,12 +330,230 @@ def test_lookup_module_loaded_later(lookup, tmp_path):
     the placement the module published, without a cycles_refresh()."""
     from userlib_helpers import FakeDriver
 
-    start, fake, _ = lookup
+    start, fake, arm64 = lookup
     shutil.rmtree(fake.dir)
     run = start()
     cpu = CPUS[0]
     assert run.index_on(cpu) == (NONE, NONE)
-    loaded = FakeDriver(tmp_path / "sys", max(CPUS) + 1)
+    loaded = FakeDriver(tmp_path / "sys", max(CPUS) + 1, events=INSN_EVENT[arm64])
     loaded.place(cpu, 30, [29])
     assert int(run.ask("gen")) == loaded.generation(cpu)
     assert run.index_on(cpu) == (30, 29)
+
+
+# --- x86: the RDPMC operand the driver publishes (c/lookup_check.c, natively) ----------
+
+FIXED = 1 << 30  # RDPMC ECX bit 30: fixed counter n is FIXED + n
+X86_REASONS = {
+    "no module": "module not loaded",
+    "rdpmc_fixed": "rdpmc_fixed is not 1",
+    "rdpmc": "the cpu PMU's rdpmc is not 2",
+    "user_access": "user_access of this CPU is not 1",
+    "cycle_index": "no cycle counter on this CPU",
+    "perfmon": "no architectural perfmon",
+}
+
+
+@pytest.fixture
+def x86(tmp_path):
+    """(start, fake): lookup_check built natively against a FakeX86Driver and its fake
+    /sys/bus/event_source/devices."""
+    from userlib_helpers import FakeX86Driver
+
+    if os.uname().machine != "x86_64":
+        pytest.skip("the x86 RDPMC lookup runs natively on x86-64 only")
+    fake = FakeX86Driver(tmp_path / "sys", max(CPUS) + 1)
+    exe = tmp_path / "lookup_check"
+    compile_c(NATIVE_CC, [CSRC / "lookup_check.c"], exe,
+              [f'-DCYCLES_SYSFS_DIR="{fake.dir}"',
+               f'-DCYCLES_EVENT_SOURCE_DIR="{fake.event_source}"'])
+    started: list[Lookup] = []
+
+    def start() -> Lookup:
+        started.append(Lookup([str(exe)]))
+        return started[-1]
+    yield start, fake
+    for proc in started:
+        proc.close()
+
+
+def rdpmc_operand(run: Lookup, what: str) -> int | None:
+    """The ECX the read of `what` (core, insn, ref) gave RDPMC; None if it read nothing
+    (returned 0 without a RDPMC). This host has no user RDPMC, so the RDPMC faults and
+    lookup_check's handler reports its ECX; where it works, the test cannot see it."""
+    answer = run.ask(f"read {what}")
+    if answer == "value=0" and what == "ref":
+        return None
+    if answer.startswith("value="):
+        pytest.skip(f"RDPMC works here ({answer}): the operand cannot be seen in a fault")
+    match = re.fullmatch(r"fault rdpmc ecx=(\d+)", answer)
+    assert match, answer  # a fault anywhere but at a RDPMC is a bug
+    return int(match.group(1))
+
+
+def test_x86_reads_the_published_fixed_counters(x86):
+    """Cycles on fixed counter 1, 0xc0 and 0x300 on fixed 0 and 2, as the driver
+    publishes them: perfmon_available() is pmu_version; each read is RDPMC of that
+    operand (seen in the fault this PMU-less host gives)."""
+    start, fake = x86
+    run = start()
+    assert run.ask("why") == "ok"
+    assert run.ask("avail") == "5"
+    for cpu in CPUS:
+        assert run.index_on(cpu) == (FIXED + 1, FIXED + 0)
+        assert run.ask("ref") == str(FIXED + 2)
+        assert rdpmc_operand(run, "core") == 1073741825
+        assert rdpmc_operand(run, "insn") == 1073741824
+        assert rdpmc_operand(run, "ref") == 1073741826
+    assert run.shared() == (FIXED + 1, FIXED + 0)
+
+
+def test_x86_events_by_position(x86):
+    """insn_retired() takes the entry at 0xc0's position in `events`, unhalted_ref() the
+    one at 0x300's, whatever their order and whatever else is counted."""
+    start, fake = x86
+    fake.attr("events", "0x300,0x3c,0xc0")
+    for cpu in CPUS:
+        fake.place(cpu, 5, [FIXED + 2, 1, 4])
+    run = start()
+    assert run.index_on(CPUS[0]) == (5, 4)
+    assert run.ask("ref") == str(FIXED + 2)
+    assert rdpmc_operand(run, "core") == 5
+    assert rdpmc_operand(run, "insn") == 4
+    assert rdpmc_operand(run, "ref") == FIXED + 2
+
+
+def test_x86_per_cpu_operands(x86):
+    """Cycles on fixed counter 1 on one CPU and on general counter 5 on another: each
+    CPU's reads use its own operand."""
+    a, b = need_two_cpus()
+    start, fake = x86
+    fake.place(b, 5, [2, 3])
+    run = start()
+    assert run.shared() == (PER_CPU, PER_CPU)
+    assert run.index_on(b) == (5, 2) and run.ask("ref") == "3"
+    assert rdpmc_operand(run, "core") == 5
+    assert rdpmc_operand(run, "insn") == 2
+    assert rdpmc_operand(run, "ref") == 3
+    assert run.index_on(a) == (FIXED + 1, FIXED + 0) and run.ask("ref") == str(FIXED + 2)
+    assert rdpmc_operand(run, "core") == FIXED + 1
+    assert rdpmc_operand(run, "ref") == FIXED + 2
+    # Only the reference cycles differ (on general counter 3 on CPU b): per CPU too.
+    fake.place(b, FIXED + 1, [FIXED + 0, 3])
+    assert run.ask("refresh") == "0"
+    assert run.shared() == (PER_CPU, PER_CPU)
+    assert run.index_on(b) == (FIXED + 1, FIXED + 0) and run.ask("ref") == "3"
+    assert rdpmc_operand(run, "ref") == 3
+    assert run.index_on(a) == (FIXED + 1, FIXED + 0)
+    assert rdpmc_operand(run, "ref") == FIXED + 2
+
+
+def test_x86_without_reference_cycles(x86):
+    """A CPU without fixed counter 2: `events` is 0xc0 alone, and unhalted_ref() returns
+    0 without a RDPMC; the other two still read their counters."""
+    start, fake = x86
+    fake.attr("events", "0xc0")
+    for cpu in CPUS:
+        fake.place(cpu, FIXED + 1, [FIXED + 0])
+    run = start()
+    assert run.ask("avail") == "5"
+    assert run.ask("ref") == str(NONE)
+    assert rdpmc_operand(run, "ref") is None
+    assert rdpmc_operand(run, "core") == FIXED + 1
+    assert rdpmc_operand(run, "insn") == FIXED + 0
+
+
+def test_x86_follows_the_generation(x86):
+    """perf moved the cycles to general counter 5: seen at the next cycles_generation()."""
+    start, fake = x86
+    cpu = CPUS[0]
+    run = start()
+    assert run.index_on(cpu) == (FIXED + 1, FIXED + 0)
+    new_gen = fake.place(cpu, 5, [FIXED + 0, FIXED + 2])
+    assert run.ask(f"pin {cpu}") == "ok" and int(run.ask("gen")) == new_gen
+    assert run.index_on(cpu) == (5, FIXED + 0)
+    assert rdpmc_operand(run, "core") == 5
+
+
+def test_x86_refuses(x86, simple_pmu):
+    """perfmon_available() is 0, with the failed check named, in each case the driver's
+    counters cannot be read; back to > 0 when that one thing is put right."""
+    start, fake = x86
+    cpu = CPUS[0]
+    run = start()
+    assert run.ask(f"pin {cpu}") == "ok"
+
+    def refused(why: str) -> None:
+        assert (run.ask("why"), run.ask("avail")) == (X86_REASONS[why], "0")
+
+    def works() -> None:
+        assert (run.ask("why"), run.ask("avail")) == ("ok", "5")
+    works()
+    fake.attr("rdpmc_fixed", 0)
+    refused("rdpmc_fixed")
+    (fake.dir / "rdpmc_fixed").unlink()  # where absent, it is not a condition
+    works()
+    fake.rdpmc("cpu", 1)
+    refused("rdpmc")
+    fake.rdpmc("cpu", None)  # no cpu PMU attribute: a kernel before 4.0
+    works()
+    fake.rdpmc("cpu_core", 2)
+    fake.rdpmc("cpu_atom", 1)  # hybrid: both must be 2
+    refused("rdpmc")
+    fake.rdpmc("cpu_atom", 2)
+    works()
+    fake.rdpmc("cpu_core", 0)
+    refused("rdpmc")
+    fake.rdpmc("cpu_core", 2)
+    fake.cpu_attr(cpu, "user_access", 0)
+    refused("user_access")
+    if len(CPUS) > 1:  # the other CPU is not affected
+        assert run.ask(f"pin {CPUS[1]}") == "ok"
+        works()
+        assert run.ask(f"pin {cpu}") == "ok"
+    (fake.dir / f"cpu{cpu}" / "user_access").unlink()  # an older driver: not a condition
+    works()
+    fake.cpu_attr(cpu, "user_access", 1)
+    fake.place(cpu, -1, [-1, -1])
+    refused("cycle_index")
+    fake.place(cpu, FIXED + 1, [FIXED + 0, FIXED + 2])
+    works()
+    (fake.dir / "pmu_version").unlink()  # then CPUID leaf 0xA says
+    cpuid = simple_pmu.native.cpuid
+    version = cpuid(0xA)[0] & 0xFF if cpuid(0)[0] >= 0xA else 0
+    if version:
+        assert (run.ask("why"), run.ask("avail")) == ("ok", str(version))
+    else:
+        refused("perfmon")
+    fake.attr("pmu_version", 5)
+    shutil.rmtree(fake.dir)
+    refused("no module")
+
+
+def test_x86_unplaced_cpu_reads_the_2011_counters(x86):
+    """Where the driver publishes no counter (every CPU unplaced, or the module not
+    loaded), unhalted_core() and insn_retired() read fixed counters 1 and 0 as in 2011
+    (faulting where user RDPMC is off), unhalted_ref() returns 0. One unplaced CPU among
+    placed ones keeps the shared operands (no lookup per read) and perfmon_available()
+    is 0 there."""
+    start, fake = x86
+    cpu = CPUS[0]
+    for c in CPUS:
+        fake.place(c, 5, [3, 4])
+    fake.place(cpu, -1, [-1, -1])
+    run = start()
+    assert run.ask(f"pin {cpu}") == "ok"
+    assert run.entry(cpu)["cycle"] == NONE and run.ask("avail") == "0"
+    if len(CPUS) > 1:
+        assert run.index_on(cpu) == (5, 3)
+    for c in CPUS:
+        fake.place(c, -1, [-1, -1])
+    assert run.ask("refresh") == "0"
+    assert run.index_on(cpu) == (NONE, NONE)
+    assert rdpmc_operand(run, "core") == FIXED + 1
+    assert rdpmc_operand(run, "insn") == FIXED + 0
+    assert rdpmc_operand(run, "ref") is None
+    shutil.rmtree(fake.dir)
+    assert run.ask("refresh") == "-1"
+    assert rdpmc_operand(run, "core") == FIXED + 1
+    assert rdpmc_operand(run, "insn") == FIXED + 0

@@ -336,3 +336,250 @@ def test_arm64_reader_widths(driver_measure, fake, mods, simple_pmu, monkeypatch
             assert reader.widths == {"cycles": want, "instructions": event_width}
             assert reader.delta("cycles", 2**want - 1000, 500) == 1500
             assert reader.delta("instructions", 2**event_width - 1, 1) == 2
+
+
+# --- x86 (issue 13): the RDPMC operands the driver publishes per CPU -----------------
+
+FIXED = 1 << 30  # RDPMC ECX bit 30: fixed counter n is FIXED + n
+
+
+def x86_cpu(mods):
+    si = mods["sysinfo"]
+    perfmon = si.Perfmon(version=5, num_gp=8, num_fixed=3, fixed_width=48, fixed_mask=0x7,
+                         events_unavailable=0, gp_width=48)
+    return si.CpuInfo("x86_64", "GenuineIntel", "fake", frozenset({"tsc"}), None, perfmon)
+
+
+@pytest.fixture
+def x86_fake(tmp_path, monkeypatch, mods):
+    """A FakeX86Driver read as the driver's directory, its event_source as perf's."""
+    from userlib_helpers import FakeX86Driver
+
+    driver = FakeX86Driver(tmp_path / "sys", max(CPUS) + 1)
+    monkeypatch.setattr(mods["sysinfo"], "SYSFS_DIR", driver.dir)
+    monkeypatch.setattr(mods["sysinfo"], "EVENT_SOURCE", driver.event_source)
+    return driver
+
+
+def test_x86_index_parsing(mods):
+    si = mods["sysinfo"]
+    assert si.parse_index_list("1073741824 1073741826", "x86_64") == [FIXED, FIXED + 2]
+    assert si.parse_index_list("5 -1 31", "x86_64") == [5, -1, 31]
+    for bad in ("1073741840", "1073741823", "32", "-2", "3221225473"):
+        with pytest.raises(ValueError):
+            si.parse_index_list(bad, "x86_64")
+    with pytest.raises(ValueError):  # an RDPMC operand is no arm64 counter
+        si.parse_index_list("1073741825", "aarch64")
+    assert si.index_valid(FIXED + 15, "x86_64") and not si.index_valid(FIXED + 16, "x86_64")
+
+
+def test_x86_driver_placement(x86_fake, mods):
+    si = mods["sysinfo"]
+    x86_fake.place(CPUS[-1], 5, [FIXED, 2])
+    placement = si.driver_placement(arch="x86_64")
+    first, last = placement[CPUS[0]], placement[CPUS[-1]]
+    assert (first.cycle_index, first.event_index, first.user_access) == (
+        1073741825, (1073741824, 1073741826), 1)
+    assert (last.cycle_index, last.event_index) == (5, (FIXED, 2))
+    # Read as arm64 indices, the same files do not parse.
+    assert si.driver_placement(arch="aarch64")[CPUS[0]].cycle_index is None
+
+
+def x86_placement(mods, fake):
+    facts: dict[str, object] = {}
+    attrs = mods["sysinfo"].driver_attrs()
+    return mods["probe"].x86_placement(fake.dir, attrs, CPUS, facts), facts
+
+
+def test_x86_placement_uniform(x86_fake, mods):
+    result, facts = x86_placement(mods, x86_fake)
+    assert (result.found, result.cpu_problems, result.cpus) == ([], [], CPUS)
+    assert result.counters == ("cycles", "instructions")
+    assert facts["placement"] == ("every CPU: cycles 1073741825, 0xc0 1073741824, "
+                                  "0x300 1073741826")
+
+
+def test_x86_placement_without_instructions(x86_fake, mods):
+    """No 0xc0 in events: cycles only, with the note naming x86's event."""
+    x86_fake.attr("events", "0x300")
+    for cpu in CPUS:
+        x86_fake.place(cpu, FIXED + 1, [FIXED + 2])
+    result, _ = x86_placement(mods, x86_fake)
+    assert result.counters == ("cycles",) and result.cpus == CPUS
+    assert result.notes == ["no instructions: the driver counts no INST_RETIRED (event 0xc0)"
+                            " event (events is '0x300')"]
+    assert result.notes[0].code == "driver_no_insn"
+
+
+def test_x86_probe_driver_usable(x86_fake, mods, fake_reads):
+    backend = mods["probe"].probe_driver(x86_cpu(mods))
+    assert backend.usable, backend.reasons
+    assert backend.cpus == tuple(CPUS)
+    assert backend.counters == ("cycles", "instructions")
+    assert backend.facts["rdpmc"] == 2
+
+
+def x86_refusal(mods, fake, case):
+    """Break one thing of a working x86 driver; the reasons probe_driver() gives."""
+    es = fake.event_source
+    if case == "no module":
+        import shutil
+
+        shutil.rmtree(fake.dir)
+    elif case == "rdpmc_fixed 0":
+        fake.attr("rdpmc_fixed", 0)
+    elif case == "rdpmc 1":
+        fake.rdpmc("cpu", 1)
+    elif case == "hybrid atom rdpmc 1":
+        fake.rdpmc("cpu", None)
+        fake.rdpmc("cpu_core", 2)
+        fake.rdpmc("cpu_atom", 1)
+    elif case == "user_access 0":
+        for cpu in CPUS:
+            fake.cpu_attr(cpu, "user_access", 0)
+    elif case == "cycle_index -1":
+        for cpu in CPUS:
+            fake.place(cpu, -1, [-1, -1])
+    backend = mods["probe"].probe_driver(x86_cpu(mods))
+    assert not backend.usable
+    return backend.reasons, es
+
+
+X86_REFUSALS = {
+    "no module": lambda d, es, cpu: (
+        "driver_not_loaded", f"simple-pmu module not loaded: {d} does not exist"),
+    "rdpmc_fixed 0": lambda d, es, cpu: (
+        "driver_fixed_off", "the driver has the fixed counters off (rdpmc_fixed is 0)"),
+    "rdpmc 1": lambda d, es, cpu: (
+        "rdpmc_not_always", f"{es}/cpu/rdpmc is 1: user RDPMC outside a task with a perf "
+        "mmap faults; the driver's counters need 2"),
+    "hybrid atom rdpmc 1": lambda d, es, cpu: (
+        "rdpmc_not_always", f"{es}/cpu_atom/rdpmc is 1: user RDPMC outside a task with a "
+        "perf mmap faults; the driver's counters need 2"),
+    "user_access 0": lambda d, es, cpu: (
+        "driver_user_access_off", "the driver's user access is off (user_access is 0 in "
+        f"{d}/cpu{cpu}/user_access)"),
+    "cycle_index -1": lambda d, es, cpu: (
+        "driver_cpu_not_placed", f"CPU {cpu}: the driver's cycle counter is not on a "
+        f"counter user space can read ({d}/cpu{cpu}/cycle_index is -1: perf has not "
+        "scheduled the driver's pinned events there, or the CPU is offline); user access "
+        "stays closed on that CPU"),
+}
+
+
+@pytest.mark.parametrize("case", list(X86_REFUSALS))
+def test_x86_probe_driver_refusals(x86_fake, mods, fake_reads, case):
+    """Each way the x86 driver's counters cannot be read gives its own reason, first
+    (per CPU where the driver says so per CPU), and nothing is tried."""
+    reasons, es = x86_refusal(mods, x86_fake, case)
+    per_cpu = case in ("user_access 0", "cycle_index -1")
+    want = [X86_REFUSALS[case](x86_fake.dir, es, cpu) for cpu in (CPUS if per_cpu
+                                                                  else CPUS[:1])]
+    assert [(r.code, str(r)) for r in reasons] == want
+
+
+def test_x86_one_cpu_closed(x86_fake, mods, fake_reads):
+    """cpuN/user_access 0 on one CPU: usable on the others, that CPU named in a note."""
+    if len(CPUS) < 2:
+        pytest.skip("needs two CPUs")
+    bad = CPUS[-1]
+    x86_fake.cpu_attr(bad, "user_access", 0)
+    backend = mods["probe"].probe_driver(x86_cpu(mods))
+    assert backend.usable and backend.cpus == tuple(CPUS[:-1])
+    assert f"not usable on every CPU: the driver's user access is off (user_access is 0 in " \
+           f"{x86_fake.dir}/cpu{bad}/user_access)" in backend.notes
+
+
+X86_NATIVE_CHECK = """
+import importlib, json, os, sys
+from pathlib import Path
+import simple_pmu
+from simple_pmu import native, sysinfo
+probe = importlib.import_module("simple_pmu.probe")  # the package's probe is the function
+sysinfo.SYSFS_DIR = Path(native.SYSFS_DIR)
+sysinfo.EVENT_SOURCE = Path(sys.argv[1])
+probe._x86_driver_hardware = lambda cpu, facts: []  # this host's CPUID has no perfmon
+out = {}
+allowed = os.sched_getaffinity(0)
+for cpu in sorted(allowed):
+    os.sched_setaffinity(0, {cpu})
+    out[cpu] = {"available": native.driver_available(), "indices": native.driver_indices()}
+    try:
+        native.driver_cycles()
+        out[cpu]["read"] = "value"
+    except simple_pmu.CounterFault as exc:
+        out[cpu]["read"] = exc.signal
+os.sched_setaffinity(0, allowed)
+backend = probe.probe_driver(probe.cpu_info())
+out["probe"] = [[r.code, str(r)] for r in backend.reasons]
+print(json.dumps(out))
+"""
+
+
+@pytest.fixture
+def x86_native(tmp_path, mods):
+    """The extension built for a FakeX86Driver (CYCLES_SYSFS_DIR, CYCLES_EVENT_SOURCE_DIR),
+    run in a fresh interpreter: (run, fake), run() -> what X86_NATIVE_CHECK prints."""
+    import json
+    import shutil
+    import subprocess
+    import sys
+    import sysconfig
+
+    from userlib_helpers import PY_INCLUDE, USERLIB, FakeX86Driver, native_build_cmd
+
+    if os.uname().machine != "x86_64":
+        pytest.skip("x86-64 only")
+    fake = FakeX86Driver(tmp_path / "sys", max(CPUS) + 1)
+    pkg = tmp_path / "pkg" / "simple_pmu"
+    shutil.copytree(USERLIB / "simple_pmu", pkg, ignore=shutil.ignore_patterns(
+        "*.c", "*.so", "__pycache__"))
+    out = pkg / f"_native{sysconfig.get_config_var('EXT_SUFFIX')}"
+    cmd = native_build_cmd("gcc", out, [PY_INCLUDE])
+    cmd[1:1] = [f'-DCYCLES_SYSFS_DIR="{fake.dir}"',
+                f'-DCYCLES_EVENT_SOURCE_DIR="{fake.event_source}"']
+    res = subprocess.run(cmd, capture_output=True, text=True)
+    assert res.returncode == 0, res.stderr
+
+    def run() -> dict[str, object]:
+        res = subprocess.run([sys.executable, "-c", X86_NATIVE_CHECK, str(fake.event_source)],
+                             capture_output=True, text=True, timeout=60,
+                             env=dict(os.environ, PYTHONPATH=str(pkg.parent)))
+        assert res.returncode == 0, res.stderr
+        return json.loads(res.stdout)
+    return run, fake
+
+
+def test_x86_native_reads_the_published_operand(x86_native):
+    """The extension (cycles.h inside) on a fake x86 driver: perfmon_available() is
+    pmu_version, the operands are the published ones, and the read is tried (it faults
+    with SIGSEGV on this PMU-less host: RDPMC of 2^30 + 1 is refused)."""
+    run, fake = x86_native
+    fake.place(CPUS[-1], 5, [FIXED, 2])
+    got = run()
+    for cpu in CPUS:
+        want = (5, FIXED) if cpu == CPUS[-1] else (FIXED + 1, FIXED)
+        assert got[str(cpu)]["indices"] == [cpu, *want]
+        assert got[str(cpu)]["available"] == 5
+        if got[str(cpu)]["read"] == "value":
+            pytest.skip("RDPMC works here: the fault path cannot be seen")
+        assert got[str(cpu)]["read"] == "SIGSEGV"
+    # probe() let cycles.h decide, and tried the read on every CPU.
+    assert {code for code, _ in got["probe"]} == {"trial_fault"}
+    assert len(got["probe"]) == len(CPUS)
+
+
+def test_x86_native_refuses(x86_native):
+    """cpuN/user_access 0 on one CPU: cycles.h's perfmon_available() is 0 there only,
+    and the probe names that CPU (without trying it)."""
+    run, fake = x86_native
+    bad = CPUS[0]
+    fake.cpu_attr(bad, "user_access", 0)
+    got = run()
+    assert got[str(bad)]["available"] == 0
+    for cpu in CPUS[1:]:
+        assert got[str(cpu)]["available"] == 5
+    fake.attr("rdpmc_fixed", 0)
+    got = run()
+    assert all(got[str(cpu)]["available"] == 0 for cpu in CPUS)
+    assert [code for code, _ in got["probe"]] == ["driver_fixed_off"]

@@ -152,3 +152,20 @@ def test_x86_driver_refuses_width_zero(simple_pmu, monkeypatch):
     monkeypatch.setattr(simple_pmu.native, "ARCH", "x86_64")
     with pytest.raises(simple_pmu.CounterUnavailable, match="CPUID leaf 0xA EDX"):
         open_reader(_x86_report(simple_pmu, 0), "driver")
+
+
+def test_x86_widths_follow_the_rdpmc_operand(simple_pmu, monkeypatch):
+    """x86: a fixed counter (operand 2^30 + n) is fixed_width bits, a general counter
+    (operand n) gp_width; where nothing is published (-1) the 2011 fixed counters are."""
+    from simple_pmu.measure import PinnedCpu, open_reader
+
+    monkeypatch.setattr(simple_pmu.native, "ARCH", "x86_64")
+    reader = open_reader(_x86_report(simple_pmu, 40), "driver")  # gp counters: 48 bits
+    fixed = 1 << 30
+    assert reader.placed_widths(fixed + 1, fixed + 0) == {"cycles": 40, "instructions": 40}
+    assert reader.placed_widths(5, fixed + 0) == {"cycles": 48, "instructions": 40}
+    assert reader.placed_widths(-1, 3) == {"cycles": 40, "instructions": 48}
+    monkeypatch.setattr(simple_pmu.native, "driver_indices", lambda: (0, 5, 2))
+    with PinnedCpu(reader):
+        assert reader.widths == {"cycles": 48, "instructions": 48}
+        assert reader.delta("cycles", 2**48 - 10, 5) == 15

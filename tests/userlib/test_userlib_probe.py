@@ -163,6 +163,7 @@ def test_probe_survives_a_driver_that_claims_access(simple_pmu, monkeypatch, tmp
     monkeypatch.setattr(sysinfo, "SYSFS_DIR", fake.dir)
     monkeypatch.setattr(probe_mod, "_x86_driver_hardware", lambda cpu, facts: [])
     monkeypatch.setattr(probe_mod, "rdpmc_mode", lambda: None)
+    monkeypatch.setattr(probe_mod, "rdpmc_modes", lambda: [])  # whatever this host's are
     monkeypatch.setattr(simple_pmu.native, "driver_available", lambda: 1)
     t0 = time.monotonic()
     backend = probe_mod.probe_driver(probe_mod.cpu_info())

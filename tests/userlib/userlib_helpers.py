@@ -34,7 +34,8 @@ class FakeDriver:
     """A directory laid out as the arm64 driver's simple-pmu0 (drivers/common/sysfs_dev.c,
     drivers/arm64/pmu_sysfs.c): top-level attributes and one cpuN/ per CPU. Every value
     ends in a newline, as the driver's do. Placing a CPU gives it a new generation,
-    unique across CPUs, as the driver does."""
+    unique across CPUs, as the driver does. `events` may name x86's INST_RETIRED (0xc0)
+    instead, for the arch-neutral lookup tests run natively on x86."""
 
     def __init__(self, root: Path, ncpus: int, events: str = "0x8", event_width: int = 32,
                  user_access: int = 1, pmu_version: int = 4, recheck_ms: int = 100) -> None:
@@ -42,17 +43,28 @@ class FakeDriver:
         self.dir.mkdir(parents=True)
         self.next_generation = 1_000_000
         self.ncpus = ncpus
-        for name, value in (("pmu_version", pmu_version), ("num_counters", 6),
-                            ("event_width", event_width), ("user_access", user_access),
-                            ("ring", 2), ("events", events), ("recheck_ms", recheck_ms),
-                            ("cpus", f"0-{ncpus - 1}")):
+        for name, value in self.top_attrs(events, event_width, user_access, pmu_version,
+                                          recheck_ms):
             self.attr(name, value)
         nevents = 0 if events == "none" else len(events.split(","))
         for cpu in range(ncpus):
             (self.dir / f"cpu{cpu}").mkdir()
-            for name in ("interventions", "kvm_deferrals", "checks"):
-                self.cpu_attr(cpu, name, 0)
-            self.place(cpu, 31, list(range(5, 5 - nevents, -1)))
+            for name, value in self.cpu_attrs():
+                self.cpu_attr(cpu, name, value)
+            self.place(cpu, *self.first_placement(nevents))
+
+    def top_attrs(self, events: str, event_width: int, user_access: int, pmu_version: int,
+                  recheck_ms: int) -> list[tuple[str, object]]:
+        return [("pmu_version", pmu_version), ("num_counters", 6),
+                ("event_width", event_width), ("user_access", user_access), ("ring", 2),
+                ("events", events), ("recheck_ms", recheck_ms),
+                ("cpus", f"0-{self.ncpus - 1}")]
+
+    def cpu_attrs(self) -> list[tuple[str, object]]:
+        return [("interventions", 0), ("kvm_deferrals", 0), ("checks", 0)]
+
+    def first_placement(self, nevents: int) -> tuple[int, list[int]]:
+        return 31, list(range(5, 5 - nevents, -1))
 
     def attr(self, name: str, value: object) -> None:
         (self.dir / name).write_text(f"{value}\n")
@@ -75,3 +87,45 @@ class FakeDriver:
 
     def generation(self, cpu: int) -> int:
         return int((self.dir / f"cpu{cpu}" / "generation").read_text())
+
+
+FIXED = 1 << 30  # RDPMC ECX bit 30: fixed counter n is FIXED + n
+
+
+class FakeX86Driver(FakeDriver):
+    """The x86 driver's simple-pmu0 as /work/notes/x86-abi.md (issue 13) describes it:
+    the 2011 attributes (ring, rdpmc_fixed), CPUID facts, `events` 0xc0,0x300 and per CPU
+    RDPMC operands (fixed counter n: 2^30 + n), user_access and conflicts. Beside it,
+    event_source/cpu/rdpmc stands in for /sys/bus/event_source/devices (rdpmc 2)."""
+
+    def __init__(self, root: Path, ncpus: int, events: str = "0xc0,0x300",
+                 pmu_version: int = 5) -> None:
+        self.event_source = root / "event_source"
+        (self.event_source / "cpu").mkdir(parents=True)
+        self.rdpmc("cpu", 2)
+        super().__init__(root, ncpus, events=events, pmu_version=pmu_version)
+
+    def top_attrs(self, events: str, event_width: int, user_access: int, pmu_version: int,
+                  recheck_ms: int) -> list[tuple[str, object]]:
+        return [("pmu_version", pmu_version), ("num_gp", 8), ("gp_width", 48),
+                ("num_fixed", 3), ("fixed_width", 48), ("fixed_mask", "0x7"),
+                ("events_unavailable", "0x0"), ("ring", 2), ("rdpmc_fixed", 1),
+                ("rdpmc_always", 1), ("events", events), ("recheck_ms", recheck_ms),
+                ("cpus", f"0-{self.ncpus - 1}")]
+
+    def cpu_attrs(self) -> list[tuple[str, object]]:
+        return super().cpu_attrs() + [("user_access", 1), ("conflicts", 0)]
+
+    def first_placement(self, nevents: int) -> tuple[int, list[int]]:
+        # Cycles on fixed counter 1; instructions on 0, reference cycles on 2.
+        return FIXED + 1, [FIXED + 0, FIXED + 2][:nevents]
+
+    def rdpmc(self, pmu: str, value: int | None) -> None:
+        """The rdpmc attribute of event_source/<pmu>; None: no such PMU."""
+        import shutil
+
+        if value is None:
+            shutil.rmtree(self.event_source / pmu, ignore_errors=True)
+            return
+        (self.event_source / pmu).mkdir(exist_ok=True)
+        (self.event_source / pmu / "rdpmc").write_text(f"{value}\n")

@@ -711,14 +711,14 @@ static PyMethodDef native_methods[] = {
 	  "driver_available() -> int\n--\n\ncycles.h perfmon_available(): > 0 "
 	  "when the simple-pmu driver's counters can be read. Never faults." },
 	{ "driver_cycles", native_driver_cycles, METH_NOARGS,
-	  "driver_cycles() -> int\n--\n\ncycles.h unhalted_core(): RDPMC fixed "
-	  "counter 1 / the counter this CPU's cycle_index names. CounterFault "
-	  "(the process lives) if access is off." },
+	  "driver_cycles() -> int\n--\n\ncycles.h unhalted_core(): the counter "
+	  "this CPU's cycle_index names (x86: RDPMC of it). CounterFault (the "
+	  "process lives) if access is off." },
 	{ "driver_instructions", native_driver_instructions, METH_NOARGS,
-	  "driver_instructions() -> int\n--\n\ncycles.h insn_retired(): RDPMC "
-	  "fixed counter 0 / the counter this CPU's event_index names for "
-	  "INST_RETIRED (0 if none). CounterFault (the process lives) if "
-	  "access is off." },
+	  "driver_instructions() -> int\n--\n\ncycles.h insn_retired(): the "
+	  "counter this CPU's event_index names for INST_RETIRED (x86 0xc0: "
+	  "RDPMC of it; arm64 0x08: 0 if none). CounterFault (the process "
+	  "lives) if access is off." },
 	{ "driver_generation", native_driver_generation, METH_NOARGS,
 	  "driver_generation() -> int\n--\n\ncycles.h cycles_generation(): "
 	  "this CPU's generation (sysfs cpuN/generation; 0 if unreadable); "
@@ -729,14 +729,16 @@ static PyMethodDef native_methods[] = {
 	{ "driver_indices", native_driver_indices, METH_NOARGS,
 	  "driver_indices() -> (cpu, cycle_index, insn_index)\n--\n\nThe "
 	  "counters driver_cycles() and driver_instructions() read on this CPU "
-	  "(arm64: 31 PMCCNTR_EL0, n PMEVCNTR<n>_EL0, -1 none)." },
+	  "(x86: the RDPMC operand, 2^30 + n fixed counter n, n general "
+	  "counter n; arm64: 31 PMCCNTR_EL0, n PMEVCNTR<n>_EL0; -1 none)." },
 	{ "guard", native_guard, METH_NOARGS,
 	  "guard() -> None\n--\n\n(Re)install the SIGILL/SIGSEGV handler of the "
 	  "guarded driver reads if another handler replaced it (the first "
 	  "guarded read installs it)." },
 	{ "driver_ref_cycles", native_driver_ref_cycles, METH_NOARGS,
-	  "driver_ref_cycles() -> int\n--\n\ncycles.h unhalted_ref(): RDPMC "
-	  "fixed counter 2 / CNTVCT_EL0." },
+	  "driver_ref_cycles() -> int\n--\n\ncycles.h unhalted_ref(): x86 "
+	  "RDPMC of the counter this CPU's event_index names for 0x300 (0 if "
+	  "none); arm64 CNTVCT_EL0." },
 	{ "current_cpu", native_current_cpu, METH_NOARGS,
 	  "current_cpu() -> int\n--\n\nsched_getcpu()." },
 	{ "cpuid", native_cpuid, METH_VARARGS,

@@ -11,8 +11,10 @@ Backend: the best usable one from probe(), in this order (see probe.py):
               cpuN/generation) is read before the first read and after the last, outside
               the measured span; if it changed (perf moved or reloaded a counter, the CPU
               was replugged, the settings changed) the counts are None and m.reason says
-              so: measure again. Deltas are taken modulo the counter's width: 64 bits for
-              PMCCNTR_EL0 (index 31), the driver's event_width for an event counter
+              so: measure again. Deltas are taken modulo the counter's width: arm64 64
+              bits for PMCCNTR_EL0 (index 31), the driver's event_width for an event
+              counter; x86 CPUID leaf 0xA's fixed or general counter width, as the RDPMC
+              operand the driver published names a fixed or a general counter
   perf-rdpmc  perf self-monitoring; perf keeps per-task counts, no pinning
   perf-read   one read(2) of the {cycles, instructions} perf group at each end
   none        cycles and instructions are None and m.reason says why
@@ -55,7 +57,7 @@ from simple_pmu.probe import (
     driver_rings,
     probe,
 )
-from simple_pmu.sysinfo import counter_width, read_int
+from simple_pmu.sysinfo import counter_width, read_int, x86_counter_width
 
 COUNTER_BITS = 64  # what a counter value is read as: deltas are modulo this at most
 
@@ -111,6 +113,7 @@ class Reader:
     cpus: tuple[int, ...] = ()  # pin: CPUs where probe() verified reads (empty: any)
     retry_s: float = 0.0  # how long a faulting first read is retried
     event_width: int | None = None  # arm64 driver: sysfs event_width
+    x86_widths: tuple[int, int] | None = None  # x86 driver: (fixed, general) counter bits
     generation: Callable[[], int] | None = None  # driver: this CPU's generation
     group: PerfGroup | None = None  # perf: read(2) gives both counts and the group's times
     scope: str | None = None  # see Measurement
@@ -122,16 +125,20 @@ class Reader:
         return wrap_delta(first, second, self.widths.get(counter, COUNTER_BITS))
 
     def placed_widths(self, cycle_index: int, insn_index: int) -> dict[str, int]:
-        """arm64 driver: the widths of the counters at these indices (cpuN/cycle_index,
+        """The driver: the widths of the counters at these indices (cpuN/cycle_index,
         the INST_RETIRED entry of cpuN/event_index); self.widths elsewhere."""
+        if self.x86_widths is not None:
+            return {"cycles": x86_counter_width(cycle_index, *self.x86_widths),
+                    "instructions": x86_counter_width(insn_index, *self.x86_widths)}
         if self.event_width is None:
             return self.widths
         return {"cycles": counter_width(cycle_index, self.event_width),
                 "instructions": counter_width(insn_index, self.event_width)}
 
     def use_this_cpu(self) -> None:
-        """arm64 driver, pinned: take the widths of the counters this CPU reads."""
-        if self.event_width is not None and native is not None:
+        """The driver, pinned: take the widths of the counters this CPU reads."""
+        placed = self.event_width is not None or self.x86_widths is not None
+        if placed and native is not None:
             _cpu, cycle, insn = native.driver_indices()
             self.widths = self.placed_widths(cycle, insn)
 
@@ -204,13 +211,16 @@ def _driver_reader(report: Report, status: Backend, missing: str) -> Reader:
     if "instructions" in status.counters:
         reader.instructions = native.driver_instructions
     if native.ARCH == "x86_64" and report.cpu.perfmon:
-        # The driver reads fixed counters 0 and 1: CPUID leaf 0xA EDX[12:5] bits wide.
+        # Fixed counters are CPUID leaf 0xA EDX[12:5] bits wide, general ones EAX[23:16];
+        # the driver's counters are usually fixed ones (and the 2011 fallback is).
         width = report.cpu.perfmon.fixed_width
         if not 1 <= width <= COUNTER_BITS:
             problem = reasons.DRIVER_MALFORMED.format(path="CPUID leaf 0xA EDX[12:5]",
                                                       value=width)
             raise _unavailable("driver", problem)
         reader.widths = {"cycles": width, "instructions": width}
+        gp_width = report.cpu.perfmon.gp_width
+        reader.x86_widths = (width, gp_width if 1 <= gp_width <= COUNTER_BITS else width)
     elif native.ARCH == "aarch64":
         if not sysinfo.SYSFS_DIR.is_dir():  # unloaded since the probe
             raise _unavailable("driver",

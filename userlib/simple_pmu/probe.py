@@ -1,9 +1,10 @@
 """probe(): which counter backend works here, and precisely why each other one does not.
 
 Backends, best first:
-  driver      the simple-pmu module: RDPMC of Intel fixed counters / on arm64 the counters
-              perf placed the driver's CPU_CYCLES and INST_RETIRED events in, per CPU
-              (sysfs cpuN/cycle_index, cpuN/event_index), read through cycles.h
+  driver      the simple-pmu module: the counters perf placed the driver's events in, per
+              CPU (sysfs cpuN/cycle_index, cpuN/event_index): on x86 RDPMC of the operand
+              published for cycles and INST_RETIRED.ANY (0xc0), on arm64 mrs of the
+              cycle counter and INST_RETIRED (0x08); read through cycles.h
   perf-rdpmc  perf self-monitoring: a perf event's mmap page plus RDPMC / mrs
   perf-read   perf_event_open() and read(2): one system call per reading
   timer       the time-stamp counter (x86) / generic timer (arm64): time, not cycles
@@ -23,7 +24,8 @@ last, retrying the driver's trial read on each CPU until it works or that bound 
 margin) has passed: when probe() says the driver is usable, its counters are readable on
 the CPUs listed in Backend.cpus right now, and nothing in probe() touches perf after that.
 A CPU where the driver's events have no readable counter (cpuN/cycle_index or an entry of
-cpuN/event_index is -1) is not tried: the driver keeps user access closed there.
+cpuN/event_index is -1), or whose cpuN/user_access is 0 (x86), is not tried: the driver
+keeps user access closed there.
 """
 
 from __future__ import annotations
@@ -56,13 +58,15 @@ from simple_pmu.sysinfo import (
     driver_placement,
     parse_events,
     rdpmc_mode,
+    rdpmc_modes,
     read_int,
 )
 from simple_pmu.timer import timer_frequency
 
 COUNTER_BACKENDS = ("driver", "perf-rdpmc", "perf-read")
 SPIN_ITERATIONS = 100_000  # known_loop iterations between two trial reads
-INST_RETIRED = 0x08
+INST_RETIRED = 0x08  # arm64's architected event
+X86_INST_RETIRED = 0xC0  # INST_RETIRED.ANY in perf's x86 raw encoding (event | umask << 8)
 DEFAULT_RECHECK_MS = 100  # the module's default period (sysfs recheck_ms)
 RETRY_MARGIN_S = 0.1  # beyond the documented 2 * recheck_ms
 RETRY_PAUSE_S = 0.01
@@ -280,7 +284,8 @@ def _no_vpmu(cpu: CpuInfo) -> list[Reason]:
 def probe_driver(cpu: CpuInfo) -> Backend:
     name = "driver"
     counters: tuple[str, ...] = ("cycles", "instructions")
-    description = ("simple-pmu driver: RDPMC of fixed counters" if _is_x86(cpu)
+    description = ("simple-pmu driver: RDPMC of the counters perf placed its events in,"
+                   " per CPU" if _is_x86(cpu)
                    else "simple-pmu driver: the cycle and INST_RETIRED counters perf placed"
                    " its events in, per CPU")
     sysfs = sysinfo.SYSFS_DIR
@@ -300,12 +305,10 @@ def probe_driver(cpu: CpuInfo) -> Backend:
         found += _x86_driver_hardware(cpu, facts)
         mode = rdpmc_mode()
         facts["rdpmc"], facts["rdpmc_path"] = (mode[1], str(mode[0])) if mode else (None, None)
-        if mode is not None and sysfs.is_dir() and mode[1] != 2:
-            found.append(reasons.RDPMC_NOT_ALWAYS.format(path=mode[0], value=mode[1]))
-        if attrs.get("rdpmc_fixed", "1").strip() == "0":
-            found.append(reasons.DRIVER_FIXED_OFF.format(value=attrs["rdpmc_fixed"]))
-    elif sysfs.is_dir():
-        placement = arm64_placement(sysfs, attrs, cpus, facts)
+        if sysfs.is_dir():
+            found += _x86_driver_settings(attrs)
+    if sysfs.is_dir() and not found:
+        placement = driver_cpu_placement(cpu.arch, sysfs, attrs, cpus, facts)
         found += placement.found
         notes += placement.notes
         counters = placement.counters
@@ -320,6 +323,20 @@ def probe_driver(cpu: CpuInfo) -> Backend:
                        scope="cpu", rings=rings)
     return _driver_trials(Backend(name, description, False, (), tuple(notes), counters, facts,
                                   scope="cpu", rings=rings), attrs, cpus)
+
+
+def _x86_driver_settings(attrs: dict[str, str]) -> list[Reason]:
+    """Why the loaded x86 driver's counters cannot be read on any CPU: user RDPMC not
+    always allowed (every cpu PMU's rdpmc must be 2: cpu, or cpu_core and cpu_atom), the
+    counters off (rdpmc_fixed, where present, not 1)."""
+    found = []
+    for path, value in rdpmc_modes():
+        if value != 2:
+            found.append(reasons.RDPMC_NOT_ALWAYS.format(path=path, value=value))
+    fixed = attrs.get("rdpmc_fixed")
+    if fixed is not None and fixed.strip() != "1":
+        found.append(reasons.DRIVER_FIXED_OFF.format(value=fixed.strip()))
+    return found
 
 
 def driver_rings(attrs: dict[str, str]) -> tuple[str, ...] | None:
@@ -337,8 +354,8 @@ def _no_native() -> Reason:
 
 
 @dataclass
-class Arm64Placement:
-    """What the arm64 driver's sysfs says about reading its counters here."""
+class DriverPlacement:
+    """What the driver's sysfs says about reading its counters here."""
 
     found: list[Reason] = field(default_factory=list)  # the driver is unusable: why
     notes: list[Reason] = field(default_factory=list)
@@ -348,18 +365,34 @@ class Arm64Placement:
 
 
 def arm64_placement(sysfs: Path, attrs: dict[str, str], allowed: list[int],
-                    facts: dict[str, object]) -> Arm64Placement:
-    """Check the arm64 driver's settings and its per-CPU placement (cpuN/) for the CPUs
-    this process may run on; fill facts with a summary."""
-    result = Arm64Placement()
+                    facts: dict[str, object]) -> DriverPlacement:
+    """driver_cpu_placement() of the arm64 driver."""
+    return driver_cpu_placement("aarch64", sysfs, attrs, allowed, facts)
+
+
+def x86_placement(sysfs: Path, attrs: dict[str, str], allowed: list[int],
+                  facts: dict[str, object]) -> DriverPlacement:
+    """driver_cpu_placement() of the x86 driver."""
+    return driver_cpu_placement("x86_64", sysfs, attrs, allowed, facts)
+
+
+def driver_cpu_placement(arch: str, sysfs: Path, attrs: dict[str, str], allowed: list[int],
+                         facts: dict[str, object]) -> DriverPlacement:
+    """Check the driver's settings and its per-CPU placement (cpuN/) for the CPUs this
+    process may run on; fill facts with a summary. x86 (/work/notes/x86-abi.md): indices
+    are RDPMC operands, instructions are event 0xc0, there is no event_width, and a CPU
+    whose cpuN/user_access is 0 is closed; arm64: instructions are 0x08, and user_access
+    and event_width are the driver's (top level)."""
+    x86 = sysinfo.is_x86(arch)
+    result = DriverPlacement()
     access = attrs.get("user_access")
-    if access is not None and access.strip() != "1":
+    if not x86 and access is not None and access.strip() != "1":
         result.found.append(reasons.DRIVER_USER_ACCESS_OFF.format(value=access.strip()))
-    per_cpu = driver_placement(sysfs)
-    missing = [what for what, present in (("events", "events" in attrs),
-                                          ("event_width", "event_width" in attrs),
-                                          ("cpuN/ directories", bool(per_cpu)))
-               if not present]
+    per_cpu = driver_placement(sysfs, arch)
+    needed = (("events", "events" in attrs),
+              *(() if x86 else (("event_width", "event_width" in attrs),)),
+              ("cpuN/ directories", bool(per_cpu)))
+    missing = [what for what, present in needed if not present]
     if missing:
         result.found.append(reasons.DRIVER_OLD_ABI.format(missing=", ".join(missing)))
         return result
@@ -369,15 +402,18 @@ def arm64_placement(sysfs: Path, attrs: dict[str, str], allowed: list[int],
         result.found.append(reasons.DRIVER_MALFORMED.format(path=sysfs / "events",
                                                             value=attrs["events"]))
         return result
-    width = attrs["event_width"].strip()
-    if width not in ("32", "64"):
-        result.found.append(reasons.DRIVER_MALFORMED.format(path=sysfs / "event_width",
-                                                            value=width))
-    if INST_RETIRED not in events:
+    if not x86:
+        width = attrs["event_width"].strip()
+        if width not in ("32", "64"):
+            result.found.append(reasons.DRIVER_MALFORMED.format(path=sysfs / "event_width",
+                                                                value=width))
+    insn = X86_INST_RETIRED if x86 else INST_RETIRED
+    if insn not in events:
         result.counters = ("cycles",)
-        result.notes.append(reasons.DRIVER_NO_INSN.format(value=attrs["events"].strip()))
+        result.notes.append(reasons.DRIVER_NO_INSN.format(event=f"{insn:#04x}",
+                                                          value=attrs["events"].strip()))
     for cpu in allowed:
-        problem = _cpu_problem(sysfs, cpu, per_cpu.get(cpu), events)
+        problem = _cpu_problem(sysfs, cpu, per_cpu.get(cpu), events, x86)
         if problem is None:
             result.cpus.append(cpu)
         else:
@@ -389,11 +425,16 @@ def arm64_placement(sysfs: Path, attrs: dict[str, str], allowed: list[int],
 
 
 def _cpu_problem(sysfs: Path, cpu: int, place: CpuPlacement | None,
-                 events: list[int]) -> Reason | None:
+                 events: list[int], x86: bool = False) -> Reason | None:
     """Why the driver's counters cannot be read on cpu, or None."""
     path = sysfs / f"cpu{cpu}"
     if place is None:
         return reasons.DRIVER_CPU_ABSENT.format(cpu=cpu, path=path)
+    access = place.raw.get("user_access")
+    if x86 and access is not None and access.strip() != "1":
+        # The driver's own verdict for this CPU (every slot placed, rdpmc 2).
+        return reasons.DRIVER_USER_ACCESS_OFF.format(
+            value=f"{access.strip()} in {path / 'user_access'}")
     if place.cycle_index is None:
         return reasons.DRIVER_MALFORMED.format(path=path / "cycle_index",
                                                value=place.raw.get("cycle_index", ""))

@@ -146,7 +146,7 @@ DRIVER_NOT_ON_CPU = _t(
     "not usable on every CPU: {problem}")
 DRIVER_NO_INSN = _t(
     "driver_no_insn",
-    "no instructions: the driver counts no INST_RETIRED (event 0x08) event (events is "
+    "no instructions: the driver counts no INST_RETIRED (event {event}) event (events is "
     "'{value}')")
 
 # measure() with the driver: why the counts of one measurement are None

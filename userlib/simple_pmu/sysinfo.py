@@ -180,12 +180,21 @@ def cpu_pmus() -> list[str]:
 
 def rdpmc_mode() -> tuple[Path, int] | None:
     """The x86 cpu PMU's rdpmc attribute: 0 off, 1 tasks with a perf mmap, 2 always."""
-    for pmu in X86_CPU_PMUS:
-        path = EVENT_SOURCE / pmu / "rdpmc"
-        value = read_int(path)
+    for path, value in rdpmc_modes():
         if value is not None:
             return path, value
     return None
+
+
+def rdpmc_modes() -> list[tuple[Path, int | None]]:
+    """Every x86 cpu PMU's rdpmc attribute (cpu; cpu_core and cpu_atom on hybrid parts),
+    None for one that does not parse; [] where there is none (a kernel before 4.0)."""
+    modes = []
+    for pmu in X86_CPU_PMUS:
+        path = EVENT_SOURCE / pmu / "rdpmc"
+        if path.is_file():
+            modes.append((path, read_int(path)))
+    return modes
 
 
 def driver_attrs(sysfs: Path | None = None) -> dict[str, str]:
@@ -206,6 +215,24 @@ def driver_attrs(sysfs: Path | None = None) -> dict[str, str]:
 
 CYCLE_COUNTER_INDEX = 31  # cycle_index / event_index 31: PMCCNTR_EL0, always 64 bits
 NO_INDEX = -1  # cycle_index / event_index: not on a counter user space can read
+# x86: cycle_index / event_index are RDPMC operands: general counter n is n, fixed
+# counter n is X86_RDPMC_FIXED + n (ECX bit 30). The highest n each may be:
+X86_RDPMC_FIXED = 1 << 30
+X86_MAX_GP_COUNTER = 31
+X86_MAX_FIXED_COUNTER = 15
+
+
+def is_x86(arch: str) -> bool:
+    return arch in ("x86_64", "i686", "i386")
+
+
+def index_valid(idx: int, arch: str | None = None) -> bool:
+    """Whether idx is a counter index of arch (default: this machine's) or -1 (none), as
+    cycles.h's cycles_index_valid()."""
+    if is_x86(machine() if arch is None else arch):
+        return (idx == NO_INDEX or 0 <= idx <= X86_MAX_GP_COUNTER or
+                X86_RDPMC_FIXED <= idx <= X86_RDPMC_FIXED + X86_MAX_FIXED_COUNTER)
+    return NO_INDEX <= idx <= CYCLE_COUNTER_INDEX
 
 
 def parse_events(text: str) -> list[int]:
@@ -221,12 +248,13 @@ def parse_events(text: str) -> list[int]:
     return events
 
 
-def parse_index_list(text: str) -> list[int]:
-    """A cpuN/event_index line ("3 4", "-1 2", ""); ValueError unless each is -1..31."""
+def parse_index_list(text: str, arch: str | None = None) -> list[int]:
+    """A cpuN/event_index line ("3 4", "-1 2", ""); ValueError unless each is an index of
+    arch (default: this machine's; see index_valid)."""
     indices = [int(item, 10) for item in text.split()]
     for idx in indices:
-        if not NO_INDEX <= idx <= CYCLE_COUNTER_INDEX:
-            raise ValueError(f"counter index {idx} is outside -1..31")
+        if not index_valid(idx, arch):
+            raise ValueError(f"{idx} is not a counter index")
     return indices
 
 
@@ -242,6 +270,12 @@ def parse_cpulist(text: str) -> list[int]:
             raise ValueError(f"cpulist: {item!r}")
         cpus.extend(range(lo, hi + 1))
     return cpus
+
+
+def x86_counter_width(index: int, fixed_width: int, gp_width: int) -> int:
+    """Bits of the x86 counter an RDPMC operand names: fixed_width for a fixed counter
+    (bit 30; also -1, where cycles.h reads the 2011 fixed counters), else gp_width."""
+    return fixed_width if index < 0 or index & X86_RDPMC_FIXED else gp_width
 
 
 def counter_width(index: int, event_width: int) -> int:
@@ -263,12 +297,14 @@ class CpuPlacement:
     interventions: int | None = None
     kvm_deferrals: int | None = None
     checks: int | None = None
+    user_access: int | None = None  # cpuN/user_access (issue 13); None: absent
     raw: dict[str, str] = field(default_factory=dict, compare=False, repr=False)
 
 
-def _cpu_placement(cpu: int, path: Path) -> CpuPlacement:
+def _cpu_placement(cpu: int, path: Path, arch: str | None) -> CpuPlacement:
     raw = {name: text for name in ("cycle_index", "event_index", "generation",
-                                   "interventions", "kvm_deferrals", "checks")
+                                   "interventions", "kvm_deferrals", "checks",
+                                   "user_access")
            if (text := read_text(path / name)) is not None}
 
     def number(name: str) -> int | None:
@@ -277,19 +313,21 @@ def _cpu_placement(cpu: int, path: Path) -> CpuPlacement:
         except (KeyError, ValueError):
             return None
     try:
-        events: tuple[int, ...] | None = tuple(parse_index_list(raw["event_index"]))
+        events: tuple[int, ...] | None = tuple(parse_index_list(raw["event_index"], arch))
     except (KeyError, ValueError):
         events = None
     cycle = number("cycle_index")
-    if cycle is not None and not NO_INDEX <= cycle <= CYCLE_COUNTER_INDEX:
+    if cycle is not None and not index_valid(cycle, arch):
         cycle = None
     return CpuPlacement(cpu, cycle, events, number("generation"), number("interventions"),
-                        number("kvm_deferrals"), number("checks"), raw)
+                        number("kvm_deferrals"), number("checks"), number("user_access"),
+                        raw)
 
 
-def driver_placement(sysfs: Path | None = None) -> dict[int, CpuPlacement]:
+def driver_placement(sysfs: Path | None = None,
+                     arch: str | None = None) -> dict[int, CpuPlacement]:
     """Every cpuN/ directory of the driver ({} if there are none: not loaded, or a driver
-    older than the per-CPU placement)."""
+    older than the per-CPU placement); indices are arch's (default: this machine's)."""
     base = SYSFS_DIR if sysfs is None else sysfs
     try:
         entries = list(base.iterdir())
@@ -299,5 +337,5 @@ def driver_placement(sysfs: Path | None = None) -> dict[int, CpuPlacement]:
     for entry in entries:
         name = entry.name
         if name.startswith("cpu") and name[3:].isdigit() and entry.is_dir():
-            result[int(name[3:])] = _cpu_placement(int(name[3:]), entry)
+            result[int(name[3:])] = _cpu_placement(int(name[3:]), entry, arch)
     return dict(sorted(result.items()))

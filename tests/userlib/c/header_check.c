@@ -60,6 +60,20 @@ static void check_event_index_parser(void)
 		{ ",0x8", "1", 0x8, CYCLES_IDX_UNKNOWN },
 		{ "0x8 0x11", "1 2", 0x8, CYCLES_IDX_UNKNOWN },
 		{ "junk", "1", 0x8, CYCLES_IDX_UNKNOWN },
+#if defined(__x86_64__) || defined(__i386__)
+		/* RDPMC operands: fixed counter n is 2^30 + n. */
+		{ "0xc0,0x300", "1073741824 1073741826", 0xc0, 1073741824 },
+		{ "0xc0,0x300", "1073741824 1073741826", 0x300, 1073741826 },
+		{ "0xc0,0x300", "3 -1", 0x300, CYCLES_IDX_NONE },
+		{ "0xc0", "1073741839", 0xc0, 1073741839 },	/* fixed 15 */
+		{ "0xc0", "1073741840", 0xc0, CYCLES_IDX_UNKNOWN },
+		{ "0xc0", "1073741823", 0xc0, CYCLES_IDX_UNKNOWN },
+		{ "0xc0", "3221225473", 0xc0, CYCLES_IDX_UNKNOWN },	/* bit 31 */
+		{ "0xc0", "32", 0xc0, CYCLES_IDX_UNKNOWN },
+#else
+		/* An x86 operand is no arm64 counter. */
+		{ "0x8", "1073741825", 0x8, CYCLES_IDX_UNKNOWN },
+#endif
 	};
 	static const struct {
 		const char *events;
