@@ -16,8 +16,9 @@
  * loads, so user space can tell that two readings do not belong together.
  *
  * A pinned event perf cannot schedule goes to ERROR and stays there; the
- * timer notices and, at most once a second per CPU, a work item asks perf
- * to enable it again (perf_event_enable() clears ERROR), as a user would.
+ * timer notices and a work item asks perf to enable it again
+ * (perf_event_enable() clears ERROR), as a user would: once a second for
+ * ten seconds, then twice as long each time, up to 64 seconds apart.
  */
 
 #define pr_fmt(fmt) "simple-pmu: " fmt
@@ -30,6 +31,7 @@
 #include <linux/irqflags.h>
 #include <linux/irq_work.h>
 #include <linux/jiffies.h>
+#include <linux/minmax.h>
 #include <linux/percpu.h>
 #include <linux/printk.h>
 #include <linux/timekeeping.h>
@@ -47,6 +49,13 @@ static struct spmu_counter_set spmu_prev_set;
 static enum cpuhp_state spmu_hp_state;
 static bool spmu_started;
 static atomic_long_t spmu_generation;
+
+/*
+ * Tries to have perf schedule an ERROR event: once a second at first, then
+ * twice as long each time, up to a minute apart.
+ */
+#define SPMU_REVIVE_FAST_TRIES	10
+#define SPMU_REVIVE_MAX		(64 * HZ)
 
 /*
  * While spmu_counters_start() runs the callbacks: the slots perf gave at
@@ -140,10 +149,18 @@ static void spmu_check(struct spmu_pcpu *c, enum spmu_check_cause cause)
 		spmu_new_generation(c);
 	}
 	/* From the timer only: the CPU PM path runs where RCU is not watching. */
-	if (c->error && cause == SPMU_CHECK_TIMER &&
-	    time_after(jiffies, c->revive_after)) {
-		c->revive_after = jiffies + HZ;
-		queue_work_on(smp_processor_id(), system_wq, &c->revive_work);
+	if (!c->error) {
+		c->revive_delay = HZ;
+		c->revive_tries = 0;
+	} else if (cause == SPMU_CHECK_TIMER &&
+		   time_after(jiffies, c->revive_after)) {
+		/* Each try reschedules the CPU's perf context: back off. */
+		c->revive_after = jiffies + c->revive_delay;
+		if (++c->revive_tries >= SPMU_REVIVE_FAST_TRIES)
+			c->revive_delay = min_t(unsigned long,
+						2 * c->revive_delay,
+						SPMU_REVIVE_MAX);
+		schedule_work_on(smp_processor_id(), &c->revive_work);
 	}
 }
 
@@ -201,6 +218,8 @@ static int spmu_cpu_online(unsigned int cpu)
 	init_irq_work(&c->overflow_work, spmu_overflow_work_fn);
 	INIT_WORK(&c->revive_work, spmu_revive_work_fn);
 	c->revive_after = jiffies + HZ;
+	c->revive_delay = HZ;
+	c->revive_tries = 0;
 	for (i = 0; i < spmu_set.nr; i++) {
 		attr = &spmu_set.attr[i];
 		event = perf_event_create_kernel_counter(attr, cpu, NULL,

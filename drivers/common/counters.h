@@ -66,6 +66,8 @@ struct spmu_pcpu {
 	/* A pinned event of ours is in ERROR: ask perf again, not before. */
 	bool error;
 	unsigned long revive_after;	/* jiffies */
+	unsigned long revive_delay;	/* jiffies until the next try after that */
+	unsigned int revive_tries;	/* since the event went to ERROR */
 	struct timer_list timer;
 	/* After our own overflow IRQ, whose PMU restart revokes access. */
 	struct irq_work overflow_work;

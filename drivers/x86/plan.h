@@ -50,21 +50,6 @@ struct spmu_x86_plan {
 	struct spmu_x86_slot slot[SPMU_X86_MAX_SLOTS];
 };
 
-/*
- * The sampling period that makes perf call the module at every reload of a
- * counter: perf's x86_pmu.max_period, which intel_pmu_init() sets to half
- * the general counters' range with full-width counter writes
- * (IA32_PERF_CAPABILITIES bit 13) and to 2^31 - 1 without. A longer period
- * would be split into silent reloads, a shorter one cost interrupts.
- */
-static inline unsigned long long spmu_reload_period(unsigned int gp_width,
-						    bool full_width_write)
-{
-	if (full_width_write && gp_width > 32 && gp_width <= 64)
-		return (1ULL << (gp_width - 1)) - 1;
-	return (1ULL << 31) - 1;
-}
-
 /* Return: 0, or -1 for a ring other than 1, 2 or 3 (nothing counted). */
 static inline int spmu_ring_excludes(unsigned int ring, bool *exclude_kernel,
 				     bool *exclude_user)

@@ -26,8 +26,10 @@ struct spmu_hw {
 	unsigned int perf_fixed_mask;
 	bool hypervisor;
 	bool hybrid;
-	/* Our events' sampling period: perf's max_period (plan.h). */
+	/* Our events' sampling period: perf's max_period. */
 	u64 reload_period;
+	/* perf may block user RDPMC per counter (7.x, leaf 0x23). */
+	bool user_disable;
 	struct spmu_x86_plan plan;
 };
 
@@ -41,7 +43,7 @@ void spmu_counter_set_build(unsigned int ring, struct spmu_counter_set *set);
 int spmu_settings_set(const struct spmu_settings *st);
 bool spmu_rdpmc_always_everywhere(void);
 bool spmu_cpu_rdpmc_always(unsigned int cpu);
-void spmu_rdpmc_notice_start(void);
-void spmu_rdpmc_notice_stop(void);
+void spmu_rdpmc_watch_start(void);
+void spmu_rdpmc_watch_stop(void);
 
 #endif /* SIMPLE_PMU_X86_PMU_H */

@@ -7,12 +7,13 @@
 #define pr_fmt(fmt) "simple-pmu: " fmt
 
 #include <linux/bits.h>
+#include <linux/cpumask.h>
+#include <linux/err.h>
 #include <linux/errno.h>
 #include <linux/mutex.h>
 #include <linux/perf_event.h>
 #include <linux/string.h>
 #include <asm/cpufeature.h>
-#include <asm/msr-index.h>
 #include <asm/processor.h>
 
 #include "compat.h"
@@ -29,20 +30,53 @@ struct spmu_hw spmu_hw;
 /* Serialises settings changes and the events held. */
 DEFINE_MUTEX(spmu_lock);
 
+/*
+ * CPUID.(7,1):EAX[8] enumerates leaf 0x23, whose sub-leaf 0 EBX[2] says
+ * perf can block user RDPMC per counter (Panther Cove on, Linux 7.x).
+ */
+static bool spmu_user_disable_cap(unsigned int max)
+{
+	struct spmu_perfmon_ext x;
+	struct spmu_cpuid_regs r;
+
+	spmu_cpuid(7, 1, &r);
+	if (!spmu_leaf_23_present(max, r.eax))
+		return false;
+	spmu_cpuid(SPMU_CPUID_LEAF_PERFMON_EXT, 0, &r);
+	spmu_decode_cpuid_23(r.eax, r.ebx, 0, 0, 0, &x);
+	return x.caps & SPMU_EXT_CAP_RDPMC_USER_DISABLE;
+}
+
 /* CPUID.(7,0):EDX[15]: the package mixes core types (Alder Lake on). */
 #define SPMU_CPUID_7_EDX_HYBRID		BIT(15)
-/* IA32_PERF_CAPABILITIES: general counters take full-width writes. */
-#define SPMU_PERF_CAP_FW_WRITES		BIT_ULL(13)
 
-/* What intel_pmu_init() reads to choose x86_pmu.max_period. */
-static bool spmu_full_width_write(void)
+/*
+ * perf's x86_pmu.max_period, which is not exported: perf gives it to every
+ * counting event as its hw.sample_period (x86_setup_perfctr()), so a
+ * disabled one made and dropped at once tells. A sampling event with that
+ * period is reloaded exactly when its counter wraps, with a call to us;
+ * a longer one would be reloaded silently in between.
+ *
+ * Return: 0, or perf's errno (no PMU for PERF_TYPE_HARDWARE cycles).
+ */
+static int spmu_probe_max_period(u64 *period)
 {
-	u64 cap;
+	struct perf_event_attr attr = {
+		.type = PERF_TYPE_HARDWARE,
+		.size = sizeof(attr),
+		.config = PERF_COUNT_HW_CPU_CYCLES,
+		.disabled = 1,
+	};
+	struct perf_event *event;
 
-	if (!boot_cpu_has(X86_FEATURE_PDCM) ||
-	    rdmsrq_safe(MSR_IA32_PERF_CAPABILITIES, &cap))
-		return false;
-	return cap & SPMU_PERF_CAP_FW_WRITES;
+	event = perf_event_create_kernel_counter(&attr,
+						 cpumask_first(cpu_online_mask),
+						 NULL, NULL, NULL);
+	if (IS_ERR(event))
+		return PTR_ERR(event);
+	*period = event->hw.sample_period;
+	perf_event_release_kernel(event);
+	return *period ? 0 : -EINVAL;
 }
 
 /**
@@ -61,7 +95,11 @@ int spmu_probe_hw(void)
 	struct spmu_perfmon *p = &spmu_hw.perfmon;
 	struct spmu_cpuid_regs r;
 
-	if (!boot_cpu_has(X86_FEATURE_ARCH_PERFMON) ||
+	int ret;
+
+	/* Zhaoxin and Centaur set ARCH_PERFMON too, with other PMU rules. */
+	if (boot_cpu_data.x86_vendor != X86_VENDOR_INTEL ||
+	    !boot_cpu_has(X86_FEATURE_ARCH_PERFMON) ||
 	    !spmu_leaf_present(max, SPMU_CPUID_LEAF_PERFMON))
 		return -ENODEV;
 	spmu_cpuid(SPMU_CPUID_LEAF_PERFMON, 0, &r);
@@ -72,12 +110,15 @@ int spmu_probe_hw(void)
 	spmu_hw.hypervisor = boot_cpu_has(X86_FEATURE_HYPERVISOR);
 	spmu_cpuid(7, 0, &r);
 	spmu_hw.hybrid = r.edx & SPMU_CPUID_7_EDX_HYBRID;
+	spmu_hw.user_disable = SPMU_EVENTSEL_RDPMC_USER_DISABLE &&
+			       spmu_user_disable_cap(max);
 	spmu_hw.perf_fixed_mask = spmu_perf_fixed_mask(p, spmu_hw.hypervisor,
 						       SPMU_PERF_FIXED_FROM_ECX);
 	spmu_x86_plan_build(p, spmu_hw.perf_fixed_mask, &spmu_hw.plan);
-	spmu_hw.reload_period = spmu_reload_period(p->gp_width,
-						   spmu_full_width_write());
-	return 0;
+	ret = spmu_probe_max_period(&spmu_hw.reload_period);
+	if (ret)
+		pr_err("perf gives no cycles event here (%d)\n", ret);
+	return ret;
 }
 
 /* Every slot of the plan, counted at @ring, as pinned kernel events. */

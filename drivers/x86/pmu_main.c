@@ -67,7 +67,7 @@ static int __init spmu_init(void)
 	}
 	mutex_unlock(&spmu_lock);
 	if (ret) {
-		pr_err("perf did not give the events to any CPU (%d); is the NMI watchdog or another user holding every counter, or is there no cpu PMU?\n",
+		pr_err("perf did not give the events to any CPU (%d); is there a cpu PMU that counts them?\n",
 		       ret);
 		return ret;
 	}
@@ -78,7 +78,7 @@ static int __init spmu_init(void)
 		spmu_counters_stop();
 		return ret;
 	}
-	spmu_rdpmc_notice_start();
+	spmu_rdpmc_watch_start();
 
 	pr_info("perfmon version %u, fixed counters %#x (perf drives %#x) of %u bits, %u general of %u bits%s; %u events taken through perf (sysfs events, cpus)\n",
 		spmu_hw.perfmon.version, spmu_hw.perfmon.fixed_mask,
@@ -90,7 +90,7 @@ static int __init spmu_init(void)
 
 static void __exit spmu_exit(void)
 {
-	spmu_rdpmc_notice_stop();
+	spmu_rdpmc_watch_stop();
 	/* First, so no sysfs write runs while the counters go. */
 	spmu_sysfs_unregister();
 	spmu_counters_stop();

@@ -28,8 +28,12 @@
 
 /* This CPU's PCE was last seen set by rdpmc=2 rather than a perf mmap. */
 static DEFINE_PER_CPU(bool, spmu_rdpmc_ok);
-/* An event of ours carries perf's per-counter user RDPMC block (7.x). */
+/*
+ * Events of ours with and without perf's per-counter user RDPMC block
+ * (7.x), which perf decides once, when it creates an event.
+ */
 static DEFINE_PER_CPU(bool, spmu_user_blocked);
+static DEFINE_PER_CPU(bool, spmu_user_unblocked);
 
 /*
  * CR4.PCE of this CPU, interrupts off. Set while the loaded mm has no
@@ -74,16 +78,22 @@ int spmu_arch_counter_index(struct perf_event *event)
 	return SPMU_NO_INDEX;
 }
 
-static bool spmu_user_read_blocked(const struct spmu_pcpu *c)
+/* Note which of this CPU's events perf blocked for user RDPMC. */
+static void spmu_note_user_blocks(const struct spmu_pcpu *c)
 {
+	bool blocked = false, unblocked = false;
 	unsigned int i;
 
-	for (i = 0; i < spmu_hw.plan.nr; i++) {
-		if (c->event[i] && (c->event[i]->hw.config &
-				    SPMU_EVENTSEL_RDPMC_USER_DISABLE))
-			return true;
+	for (i = 0; spmu_hw.user_disable && i < spmu_hw.plan.nr; i++) {
+		if (!c->event[i])
+			continue;
+		if (c->event[i]->hw.config & SPMU_EVENTSEL_RDPMC_USER_DISABLE)
+			blocked = true;
+		else
+			unblocked = true;
 	}
-	return false;
+	this_cpu_write(spmu_user_blocked, blocked);
+	this_cpu_write(spmu_user_unblocked, unblocked);
 }
 
 bool spmu_arch_sync_access(struct spmu_pcpu *c, enum spmu_check_cause cause)
@@ -91,7 +101,7 @@ bool spmu_arch_sync_access(struct spmu_pcpu *c, enum spmu_check_cause cause)
 	bool ok = spmu_rdpmc_always_here(this_cpu_read(spmu_rdpmc_ok));
 
 	this_cpu_write(spmu_rdpmc_ok, ok);
-	this_cpu_write(spmu_user_blocked, spmu_user_read_blocked(c));
+	spmu_note_user_blocks(c);
 	WRITE_ONCE(c->open, c->placed && ok && READ_ONCE(spmu_user_access));
 	return false;
 }
@@ -99,8 +109,10 @@ bool spmu_arch_sync_access(struct spmu_pcpu *c, enum spmu_check_cause cause)
 void spmu_arch_revoke(struct spmu_pcpu *c)
 {
 	WRITE_ONCE(c->open, false);
-	/* The events go: nothing of ours is blocked here any more. */
+	/* The events go: nothing of ours is here any more. */
 	this_cpu_write(spmu_user_blocked, false);
+	this_cpu_write(spmu_user_unblocked, false);
+	this_cpu_write(spmu_rdpmc_ok, false);
 }
 
 bool spmu_cpu_rdpmc_always(unsigned int cpu)
@@ -108,35 +120,39 @@ bool spmu_cpu_rdpmc_always(unsigned int cpu)
 	return READ_ONCE(per_cpu(spmu_rdpmc_ok, cpu));
 }
 
-/* On every CPU holding our counters, as last checked. */
+/* On every CPU holding our counters, and at least one, as last checked. */
 bool spmu_rdpmc_always_everywhere(void)
 {
 	const struct spmu_pcpu *c;
-	unsigned int cpu;
+	unsigned int cpu, n = 0;
 
 	for_each_online_cpu(cpu) {
 		c = spmu_counters_cpu(cpu);
-		if (READ_ONCE(c->placed) && !spmu_cpu_rdpmc_always(cpu))
+		if (!READ_ONCE(c->placed))
+			continue;
+		if (!spmu_cpu_rdpmc_always(cpu))
 			return false;
+		n++;
 	}
-	return true;
+	return n > 0;
 }
 
 /*
- * A few seconds after load, and then every few seconds while something is
- * left to do: say once if user RDPMC is still not allowed (not at load,
- * where the package's udev rule has not yet had the chance to set rdpmc=2
- * on the module's add event); and once it is, take again events perf
- * created user-unreadable before (7.x, RDPMC_USER_DISABLE).
+ * Every few seconds from a few after load (not at load, where the
+ * package's udev rule has not yet had the chance to set rdpmc=2 on the
+ * module's add event): say once if user RDPMC is not allowed, and on
+ * kernels where perf blocks user RDPMC per counter (7.x) take the events
+ * again when the rdpmc setting no longer matches how perf made them:
+ * blocked while rdpmc is 2, or readable by perf-mmap tasks while it is not.
  */
 #define SPMU_RDPMC_WATCH_DELAY		(3 * HZ)
 
-static bool spmu_some_user_blocked(void)
+static bool spmu_any_cpu(bool __percpu *flag)
 {
 	unsigned int cpu;
 
 	for_each_online_cpu(cpu) {
-		if (READ_ONCE(per_cpu(spmu_user_blocked, cpu)))
+		if (READ_ONCE(*per_cpu_ptr(flag, cpu)))
 			return true;
 	}
 	return false;
@@ -149,31 +165,33 @@ static bool spmu_rdpmc_noticed;
 static void spmu_rdpmc_watch_fn(struct work_struct *work)
 {
 	static struct spmu_counter_set set;
-	bool always;
+	bool always, stale;
 
 	mutex_lock(&spmu_lock);
 	always = spmu_rdpmc_always_everywhere();
-	if (!always && !spmu_rdpmc_noticed) {
+	if (!always && spmu_settings.rdpmc_fixed && !spmu_rdpmc_noticed) {
 		spmu_rdpmc_noticed = true;
-		pr_notice("user RDPMC is not allowed: counters are held but reading them from user space faults until the cpu PMU's rdpmc attribute is 2 (echo 2 > /sys/bus/event_source/devices/cpu/rdpmc; cpu_core/rdpmc and cpu_atom/rdpmc on hybrid parts); sysfs rdpmc_always and cpuN/user_access follow it\n");
+		pr_notice("user RDPMC is not allowed: counters are held but reading them from user space faults until the cpu PMU's rdpmc attribute is 2 (cpu_core and cpu_atom on hybrid parts); see rdpmc_always and cpuN/user_access\n");
 	}
-	if (always && spmu_settings.rdpmc_fixed && spmu_some_user_blocked()) {
-		pr_info("rdpmc is 2 now: taking the events again, which perf created unreadable from user space\n");
+	stale = always ? spmu_any_cpu(&spmu_user_blocked) :
+			 spmu_any_cpu(&spmu_user_unblocked);
+	if (spmu_settings.rdpmc_fixed && stale) {
+		pr_info("rdpmc is %s2 now: taking the events again, which perf made for the other setting\n",
+			always ? "" : "not ");
 		spmu_counter_set_build(spmu_settings.ring, &set);
 		if (spmu_counters_replace(&set))
 			pr_err("could not take the events again; write 0 then 1 to rdpmc_fixed\n");
 	}
 	mutex_unlock(&spmu_lock);
-	if (!always || spmu_some_user_blocked())
-		schedule_delayed_work(&spmu_rdpmc_watch, SPMU_RDPMC_WATCH_DELAY);
+	schedule_delayed_work(&spmu_rdpmc_watch, SPMU_RDPMC_WATCH_DELAY);
 }
 
-void spmu_rdpmc_notice_start(void)
+void spmu_rdpmc_watch_start(void)
 {
 	schedule_delayed_work(&spmu_rdpmc_watch, SPMU_RDPMC_WATCH_DELAY);
 }
 
-void spmu_rdpmc_notice_stop(void)
+void spmu_rdpmc_watch_stop(void)
 {
 	cancel_delayed_work_sync(&spmu_rdpmc_watch);
 }

@@ -121,15 +121,3 @@ def test_published_index_accepted_only_where_the_event_can_be(harness, hw_id, ec
     assert out == {"ok": ok}
 
 
-
-@pytest.mark.parametrize(("width", "fw", "want"), [
-    (48, 1, (1 << 47) - 1),   # intel_pmu_init(): max_period = cntval_mask >> 1
-    (48, 0, (1 << 31) - 1),   # without full-width writes: the default 2^31 - 1
-    (40, 1, (1 << 39) - 1),
-    (32, 1, (1 << 31) - 1),   # no wider than the 31 bits a 32-bit write can load
-    (0, 1, (1 << 31) - 1),    # a leaf 0xA that gives no width: the safe period
-])
-def test_reload_period_is_perfs_max_period(harness, width, fw, want):
-    """The sampling period must equal perf's max_period: a longer one is split into silent
-    reloads (deltas across them wrong by the period), which is what the driver exists to flag."""
-    assert run(harness, "period", width, fw) == {"period": hex(want)}

@@ -5,7 +5,6 @@
  * all the header's.
  *
  *   x86_plan ring R
- *   x86_plan period GP_WIDTH FULL_WIDTH_WRITE
  *   x86_plan plan A_EAX A_EBX A_ECX A_EDX HYPERVISOR ECX_AWARE
  *   x86_plan index A_EAX A_EBX A_ECX A_EDX HYPERVISOR ECX_AWARE HW_ID ECX
  *
@@ -51,11 +50,6 @@ int main(int argc, char **argv)
 			return 0;
 		}
 		printf("valid=1\nexclude_kernel=%d\nexclude_user=%d\n", ek, eu);
-		return 0;
-	}
-	if (argc == 4 && !strcmp(argv[1], "period")) {
-		printf("period=0x%llx\n",
-		       spmu_reload_period(num(argv[2]), num(argv[3])));
 		return 0;
 	}
 	if (argc == 8 && !strcmp(argv[1], "plan")) {
