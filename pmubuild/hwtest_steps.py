@@ -84,6 +84,25 @@ def index_problem(idx: int, num_gp: int, fixed_mask: int) -> str | None:
     return f"{idx} is neither a general counter (0..{num_gp - 1}) nor a fixed one"
 
 
+# Where perf may put each event (arch/x86/events/intel/core.c's fixed constraints; the
+# driver's drivers/x86/plan.h): core cycles on fixed 1 or a general counter, instructions
+# on fixed 0 or a general one, reference cycles (0x0300, event code 0) on fixed 2 only.
+EVENT_FIXED = {0x3C: 1, 0xC0: 0, 0x300: 2}
+FIXED_ONLY = {0x300}
+
+
+def placement_problem(event: int, idx: int) -> str | None:
+    """Why perf could not have put `event` at RDPMC index `idx` (None if it could)."""
+    if idx < 0 or event not in EVENT_FIXED:
+        return None  # unplaced (index_problem says so) or not an event the driver takes
+    if idx & RDPMC_FIXED:
+        n = idx & ~RDPMC_FIXED
+        return None if n == EVENT_FIXED[event] else \
+            f"event {event:#x} at fixed counter {n}, where only {EVENT_FIXED[event]} counts it"
+    return f"event {event:#x} at general counter {idx}, but it is fixed-only" \
+        if event in FIXED_ONLY else None
+
+
 def parse_fields(line: str) -> dict[str, str]:
     """'a=1 b=x' -> {'a': '1', 'b': 'x'}."""
     return dict(p.split("=", 1) for p in line.split() if "=" in p)
@@ -301,6 +320,12 @@ def step_sysfs(ctx: Context) -> Record:
         for i in idx + ev:
             if (p := index_problem(i, num_gp, fixed_mask)) is not None:
                 problems.append(f"cpu{c}: {p}")
+        for e, i in zip([0x3C, *events], idx + ev, strict=False):
+            if (p := placement_problem(e, i)) is not None:
+                problems.append(f"cpu{c}: {p}")
+        placed = [i for i in idx + ev if i >= 0]
+        if len(set(placed)) != len(placed):
+            problems.append(f"cpu{c}: two events at one counter: {idx + ev}")
         if _cpu_attr(c, "user_access") != "1":
             problems.append(f"cpu{c}: user_access {_cpu_attr(c, 'user_access')}")
     measured: dict[str, object] = {a: _attr(a) for a in TOP_ATTRS}

@@ -15,6 +15,14 @@
 #ifndef SIMPLE_PMU_X86_PLAN_H
 #define SIMPLE_PMU_X86_PLAN_H
 
+#ifdef __KERNEL__
+#include <linux/perf_event.h>
+#include <linux/string.h>
+#else
+#include <linux/perf_event.h>
+#include <string.h>
+#endif
+
 #include "drivers/x86/cpuid_pmu.h"
 
 #define SPMU_RING_KERNEL	1u
@@ -126,6 +134,97 @@ static inline bool spmu_x86_index_ok(const struct spmu_x86_slot *slot,
 	if (fixed)
 		i += SPMU_PMC_IDX_FIXED;
 	return slot->counters & (1ULL << i);
+}
+
+/**
+ * spmu_x86_attr_fill() - the perf attributes of one slot
+ * @attr: filled whole
+ * @slot: what to count
+ * @ring: 1..3, checked by spmu_ring_excludes() before
+ * @period: perf's x86 max_period
+ *
+ * PERF_TYPE_HARDWARE, so perf maps the event to the PMU of the CPU it is
+ * bound to (cpu_atom on hybrid E-cores, where PERF_TYPE_RAW would give
+ * -ENOENT). A sampling event only so that perf tells us when it reloads
+ * the counter (counting events are reloaded silently, and a delta across
+ * a reload is junk): with @period its max_period, that is exactly when the
+ * counter wraps. Guests are never counted: 7.x cannot create a mediated
+ * vPMU while a host event counts guest time.
+ */
+static inline void spmu_x86_attr_fill(struct perf_event_attr *attr,
+				      const struct spmu_x86_slot *slot,
+				      unsigned int ring,
+				      unsigned long long period)
+{
+	bool excl_kernel = true, excl_user = false;
+
+	spmu_ring_excludes(ring, &excl_kernel, &excl_user);
+	memset(attr, 0, sizeof(*attr));
+	attr->type = PERF_TYPE_HARDWARE;
+	attr->size = sizeof(*attr);
+	attr->config = slot->hw_id;
+	attr->pinned = 1;
+	attr->exclude_kernel = excl_kernel;
+	attr->exclude_user = excl_user;
+	attr->exclude_hv = 1;
+	attr->exclude_guest = 1;
+	attr->sample_period = period;
+}
+
+/*
+ * What user space should read for an ACTIVE event counting @hw_id that
+ * perf placed at RDPMC index @ecx: @ecx, or -1 (SPMU_NO_INDEX) when the
+ * event is not one of the plan's, sits where it cannot be, or perf
+ * blocked user RDPMC of its counter (@user_blocked: 7.x's per-counter
+ * RDPMC_USER_DISABLE, where RDPMC reads 0).
+ */
+static inline int spmu_x86_published_index(const struct spmu_x86_plan *plan,
+					   unsigned long long hw_id,
+					   unsigned int ecx,
+					   bool user_blocked)
+{
+	unsigned int i;
+
+	if (user_blocked)
+		return -1;
+	for (i = 0; i < plan->nr; i++) {
+		if (plan->slot[i].hw_id == hw_id)
+			return spmu_x86_index_ok(&plan->slot[i], ecx) ?
+			       (int)ecx : -1;
+	}
+	return -1;
+}
+
+/* Why the driver will not load, or SPMU_X86_OK. */
+enum spmu_x86_refusal {
+	SPMU_X86_OK,
+	SPMU_X86_NOT_INTEL,	/* Zhaoxin, Centaur: other PMU rules */
+	SPMU_X86_NO_ARCH_PERFMON,	/* no feature flag, or leaf 0xA absent */
+	SPMU_X86_NO_PERF_PMU,	/* perf's own rules reject this leaf 0xA */
+	SPMU_X86_NO_FIXED,	/* version 1: no fixed counters */
+};
+
+/**
+ * spmu_x86_refusal() - may the driver load here?
+ * @intel: the vendor is GenuineIntel
+ * @arch_perfmon: the kernel set X86_FEATURE_ARCH_PERFMON
+ * @max_leaf: the highest basic CPUID leaf
+ * @p: leaf 0xA as decoded (ignored unless it is present)
+ */
+static inline enum spmu_x86_refusal
+spmu_x86_refusal(bool intel, bool arch_perfmon, unsigned int max_leaf,
+		 const struct spmu_perfmon *p)
+{
+	if (!intel)
+		return SPMU_X86_NOT_INTEL;
+	if (!arch_perfmon || !spmu_leaf_present(max_leaf,
+						SPMU_CPUID_LEAF_PERFMON))
+		return SPMU_X86_NO_ARCH_PERFMON;
+	if (!spmu_perf_arch_pmu(p))
+		return SPMU_X86_NO_PERF_PMU;
+	if (p->version < 2)
+		return SPMU_X86_NO_FIXED;
+	return SPMU_X86_OK;
 }
 
 #endif /* SIMPLE_PMU_X86_PLAN_H */

@@ -95,16 +95,16 @@ int spmu_probe_hw(void)
 	struct spmu_perfmon *p = &spmu_hw.perfmon;
 	struct spmu_cpuid_regs r;
 
+	bool arch_perfmon = boot_cpu_has(X86_FEATURE_ARCH_PERFMON);
 	int ret;
 
-	/* Zhaoxin and Centaur set ARCH_PERFMON too, with other PMU rules. */
-	if (boot_cpu_data.x86_vendor != X86_VENDOR_INTEL ||
-	    !boot_cpu_has(X86_FEATURE_ARCH_PERFMON) ||
-	    !spmu_leaf_present(max, SPMU_CPUID_LEAF_PERFMON))
-		return -ENODEV;
-	spmu_cpuid(SPMU_CPUID_LEAF_PERFMON, 0, &r);
-	spmu_decode_cpuid_a(r.eax, r.ebx, r.ecx, r.edx, p);
-	if (!spmu_perf_arch_pmu(p) || p->version < 2)
+	memset(p, 0, sizeof(*p));
+	if (arch_perfmon && spmu_leaf_present(max, SPMU_CPUID_LEAF_PERFMON)) {
+		spmu_cpuid(SPMU_CPUID_LEAF_PERFMON, 0, &r);
+		spmu_decode_cpuid_a(r.eax, r.ebx, r.ecx, r.edx, p);
+	}
+	if (spmu_x86_refusal(boot_cpu_data.x86_vendor == X86_VENDOR_INTEL,
+			     arch_perfmon, max, p) != SPMU_X86_OK)
 		return -ENODEV;
 
 	spmu_hw.hypervisor = boot_cpu_has(X86_FEATURE_HYPERVISOR);
@@ -124,33 +124,12 @@ int spmu_probe_hw(void)
 /* Every slot of the plan, counted at @ring, as pinned kernel events. */
 void spmu_counter_set_build(unsigned int ring, struct spmu_counter_set *set)
 {
-	bool excl_kernel = true, excl_user = false;
-	struct perf_event_attr *attr;
 	unsigned int i;
 
-	/* The settings were checked when set: this cannot fail. */
-	spmu_ring_excludes(ring, &excl_kernel, &excl_user);
 	set->nr = spmu_hw.plan.nr;
-	for (i = 0; i < set->nr; i++) {
-		attr = &set->attr[i];
-		memset(attr, 0, sizeof(*attr));
-		attr->type = PERF_TYPE_HARDWARE;
-		attr->size = sizeof(*attr);
-		attr->config = spmu_hw.plan.slot[i].hw_id;
-		attr->pinned = 1;
-		attr->exclude_kernel = excl_kernel;
-		attr->exclude_user = excl_user;
-		attr->exclude_hv = 1;
-		/* 7.x cannot create a mediated vPMU while this counts guests. */
-		attr->exclude_guest = 1;
-		/*
-		 * A sampling event only so that perf tells us when it reloads
-		 * the counter (counting events are reloaded silently, and a
-		 * delta across a reload is junk): the handler only bumps the
-		 * generation, once per 2^47 - 1 events with 48-bit counters.
-		 */
-		attr->sample_period = spmu_hw.reload_period;
-	}
+	for (i = 0; i < set->nr; i++)
+		spmu_x86_attr_fill(&set->attr[i], &spmu_hw.plan.slot[i], ring,
+				   spmu_hw.reload_period);
 }
 
 /**

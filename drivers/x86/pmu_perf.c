@@ -59,23 +59,10 @@ static bool spmu_rdpmc_always_here(bool last)
  */
 int spmu_arch_counter_index(struct perf_event *event)
 {
-	unsigned int ecx = event->hw.event_base_rdpmc;
-	unsigned int i;
-
-	/*
-	 * Linux 7.x on Panther Cove and later: perf decided at creation
-	 * that user RDPMC of this CPU-wide event reads 0 (rdpmc was not 2
-	 * then). Unreadable until the event is taken again.
-	 */
-	if (event->hw.config & SPMU_EVENTSEL_RDPMC_USER_DISABLE)
-		return SPMU_NO_INDEX;
-
-	for (i = 0; i < spmu_hw.plan.nr; i++) {
-		if (spmu_hw.plan.slot[i].hw_id == event->attr.config)
-			return spmu_x86_index_ok(&spmu_hw.plan.slot[i], ecx) ?
-			       ecx : SPMU_NO_INDEX;
-	}
-	return SPMU_NO_INDEX;
+	return spmu_x86_published_index(&spmu_hw.plan, event->attr.config,
+					event->hw.event_base_rdpmc,
+					event->hw.config &
+					SPMU_EVENTSEL_RDPMC_USER_DISABLE);
 }
 
 /* Note which of this CPU's events perf blocked for user RDPMC. */

@@ -121,3 +121,63 @@ def test_published_index_accepted_only_where_the_event_can_be(harness, hw_id, ec
     assert out == {"ok": ok}
 
 
+
+
+@pytest.mark.parametrize(("ring", "excl_kernel", "excl_user"), [(1, 0, 1), (2, 1, 0), (3, 0, 0)])
+@pytest.mark.parametrize("hw_id", [CYCLES, INSTRUCTIONS, REF_CYCLES])
+def test_attr_fill(harness, hw_id, ring, excl_kernel, excl_user):
+    """Every field the driver sets, from a buffer filled with 0xff first: PERF_TYPE_HARDWARE
+    (type 0; the hybrid trap is PERF_TYPE_RAW, 4), pinned, guests and the hypervisor never
+    counted, a sampling event with perf's max_period, nothing else set."""
+    period = (1 << 47) - 1
+    assert run(harness, "attr", hw_id, ring, period) == {
+        "type": "0", "size_is_sizeof": "1", "config": str(hw_id), "pinned": "1",
+        "exclude_kernel": str(excl_kernel), "exclude_user": str(excl_user),
+        "exclude_hv": "1", "exclude_guest": "1", "exclude_host": "0", "disabled": "0",
+        "freq": "0", "sample_period": str(period), "precise_ip": "0"}
+
+
+@pytest.mark.parametrize(("hw_id", "ecx", "blocked", "want"), [
+    (CYCLES, FIXED | 1, 0, FIXED | 1),
+    (CYCLES, 5, 0, 5),
+    (CYCLES, FIXED | 1, 1, -1),        # 7.x RDPMC_USER_DISABLE: RDPMC would read 0
+    (INSTRUCTIONS, FIXED | 0, 0, FIXED | 0),
+    (INSTRUCTIONS, FIXED | 1, 0, -1),
+    (REF_CYCLES, FIXED | 2, 0, FIXED | 2),
+    (REF_CYCLES, 0, 0, -1),
+    (4, 0, 0, -1),                     # PERF_COUNT_HW_CACHE_REFERENCES: not the driver's
+])
+def test_published_index(harness, hw_id, ecx, blocked, want):
+    out = run(harness, "published", *leaf_a("skylake-core-i7-6700k"), 0, 1, hw_id, hex(ecx),
+              blocked)
+    assert out == {"index": str(want)}
+
+
+OK, NOT_INTEL, NO_ARCH_PERFMON, NO_PERF_PMU, NO_FIXED = range(5)
+
+
+@pytest.mark.parametrize(("name", "intel", "want"), [
+    ("nehalem-core-i7-920", 1, OK),
+    ("skylake-core-i7-6700k", 1, OK),
+    ("alderlake-core-i9-12900k-ecore", 1, OK),
+    ("sapphirerapids-xeon-w9-3475x", 1, OK),
+    ("skylake-core-i7-6700k", 0, NOT_INTEL),   # a Zhaoxin part with Intel's leaf 0xA
+    ("amd-ryzen-5-3600", 0, NOT_INTEL),
+])
+def test_refusal_on_real_dumps(harness, name, intel, want):
+    regs = parse_dump(DATA / f"{name}.txt")
+    a = regs.get((0xA, 0), (0, 0, 0, 0))
+    assert run(harness, "refusal", intel, 1, regs[0, 0][0], *(hex(v) for v in a)) == \
+        {"refusal": str(want)}
+
+
+def test_refusal_rules(harness):
+    a = [int(v, 16) for v in leaf_a("skylake-core-i7-6700k")]
+    def refusal(intel=1, flag=1, max_leaf=0x16, eax=a[0], ebx=a[1], ecx=a[2], edx=a[3]):
+        return int(run(harness, "refusal", intel, flag, max_leaf, eax, ebx, ecx, edx)["refusal"])
+    assert refusal() == OK
+    assert refusal(flag=0) == NO_ARCH_PERFMON          # the kernel did not set arch_perfmon
+    assert refusal(max_leaf=9) == NO_ARCH_PERFMON      # leaf 0xA beyond the highest leaf
+    assert refusal(eax=(a[0] & ~0xFF00) | 0x100) == NO_PERF_PMU   # 1 general counter
+    assert refusal(eax=(a[0] & ~0xFF000000) | 0x6000000) == NO_PERF_PMU  # EBX length 6
+    assert refusal(eax=(a[0] & ~0xFF) | 1) == NO_FIXED  # version 1

@@ -12,7 +12,7 @@
  * windows), then, after 300 ms for the other CPU to settle, five windows of
  * spmu_spin(N), each between two reads of both groups. A PHASE whose NAME starts with "during" runs its command in
  * a child on another CPU instead, while windows are measured until it
- * ends: the module changes state inside those windows.
+ * ends (five at least): the module changes state inside those windows.
  *
  * Output, one line per phase, each count as MIN..MAX over its windows (for a
  * step run between windows, over the last of at most eight batches of five;
@@ -106,7 +106,7 @@ static int run_phase(const char *spec, int cpu, uint64_t n)
 	char name[64], *colon = strchr(spec, ':');
 	struct group_read before, after, task;
 	struct span sp = { 0 };
-	int i, rc = 0, status, tries = 1;
+	int i, rc = 0, status, tries = 1, done;
 	pid_t child;
 
 	if (!colon || colon - spec >= (long)sizeof(name)) {
@@ -123,11 +123,19 @@ static int run_phase(const char *spec, int cpu, uint64_t n)
 			spmu_pin(cpu ? 0 : 1);
 			_exit(system(colon + 1) ? 1 : 0);
 		}
-		/* Idle between windows: under -icount a busy vCPU costs real time. */
+		/*
+		 * Idle between windows: under -icount a busy vCPU costs real time.
+		 * Five windows at least, the last ones after the command if it
+		 * was quick: the smallest must be exact, and one window alone
+		 * may well hold the other vCPU's work.
+		 */
+		done = 0;
 		do {
 			window(&sp, n);
 			usleep(2000);
-		} while (waitpid(child, &status, WNOHANG) == 0);
+			if (!done && waitpid(child, &status, WNOHANG) == child)
+				done = 1;
+		} while (!done || sp.windows < 5);
 		rc = WIFEXITED(status) ? WEXITSTATUS(status) : 128;
 	} else {
 		if (*(colon + 1))

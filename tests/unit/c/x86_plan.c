@@ -7,6 +7,10 @@
  *   x86_plan ring R
  *   x86_plan plan A_EAX A_EBX A_ECX A_EDX HYPERVISOR ECX_AWARE
  *   x86_plan index A_EAX A_EBX A_ECX A_EDX HYPERVISOR ECX_AWARE HW_ID ECX
+ *   x86_plan published A_EAX A_EBX A_ECX A_EDX HYPERVISOR ECX_AWARE HW_ID ECX
+ *                      USER_BLOCKED
+ *   x86_plan attr HW_ID RING PERIOD
+ *   x86_plan refusal INTEL ARCH_PERFMON MAX_LEAF A_EAX A_EBX A_ECX A_EDX
  *
  * Numbers are parsed with base 0 (0x... hex).
  */
@@ -58,6 +62,44 @@ int main(int argc, char **argv)
 		for (i = 0; i < plan.nr; i++)
 			printf("slot%u=%u,0x%x,0x%llx\n", i, plan.slot[i].hw_id,
 			       plan.slot[i].encoding, plan.slot[i].counters);
+		return 0;
+	}
+	if (argc == 11 && !strcmp(argv[1], "published")) {
+		build(argv + 2, &plan);
+		printf("index=%d\n",
+		       spmu_x86_published_index(&plan, num(argv[8]),
+						num(argv[9]), num(argv[10])));
+		return 0;
+	}
+	if (argc == 5 && !strcmp(argv[1], "attr")) {
+		struct spmu_x86_slot slot = { .hw_id = num(argv[2]) };
+		struct perf_event_attr attr;
+
+		memset(&attr, 0xff, sizeof(attr));
+		spmu_x86_attr_fill(&attr, &slot, num(argv[3]),
+				   strtoull(argv[4], NULL, 0));
+		printf("type=%u\nsize_is_sizeof=%d\nconfig=%llu\npinned=%u\n",
+		       attr.type, attr.size == sizeof(attr),
+		       (unsigned long long)attr.config, attr.pinned);
+		printf("exclude_kernel=%u\nexclude_user=%u\nexclude_hv=%u\n",
+		       attr.exclude_kernel, attr.exclude_user, attr.exclude_hv);
+		printf("exclude_guest=%u\nexclude_host=%u\ndisabled=%u\n",
+		       attr.exclude_guest, attr.exclude_host, attr.disabled);
+		printf("freq=%u\nsample_period=%llu\nprecise_ip=%u\n",
+		       attr.freq, (unsigned long long)attr.sample_period,
+		       attr.precise_ip);
+		return 0;
+	}
+	if (argc == 9 && !strcmp(argv[1], "refusal")) {
+		struct spmu_perfmon p;
+
+		memset(&p, 0, sizeof(p));
+		if (num(argv[4]) >= SPMU_CPUID_LEAF_PERFMON)
+			spmu_decode_cpuid_a(num(argv[5]), num(argv[6]),
+					    num(argv[7]), num(argv[8]), &p);
+		printf("refusal=%d\n", spmu_x86_refusal(num(argv[2]),
+							num(argv[3]),
+							num(argv[4]), &p));
 		return 0;
 	}
 	if (argc == 10 && !strcmp(argv[1], "index")) {
