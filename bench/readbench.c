@@ -4,6 +4,7 @@
  * available where it runs, side by side in one process pinned to one CPU.
  *
  *   readbench [--runs R] [--ms T]       nanoseconds: JSON on stdout
+ *   (each mode: --cpu C runs on CPU C, else on the CPU it starts on)
  *   readbench --insns [--reads N] [--windows W]
  *                                       instructions retired, counted by the
  *                                       simple-pmu driver's own instruction
@@ -588,7 +589,11 @@ static int run_once(long reads)
 			continue;
 		}
 		paths[i].run(reads);
-		printf("ran path=%s function=run_%s\n", paths[i].name, paths[i].name);
+		/* The loop's function: run_ and the name with '-' as '_'. */
+		printf("ran path=%s function=run_", paths[i].name);
+		for (const char *c = paths[i].name; *c; c++)
+			putchar(*c == '-' ? '_' : *c);
+		putchar('\n');
 	}
 	return 0;
 }
@@ -596,7 +601,7 @@ static int run_once(long reads)
 int main(int argc, char **argv)
 {
 	long runs = DEFAULT_RUNS, ms = DEFAULT_MS, reads = DEFAULT_READS;
-	long windows = DEFAULT_WINDOWS, once = 0;
+	long windows = DEFAULT_WINDOWS, once = 0, cpu = -1;
 	int insns = 0, i;
 	cpu_set_t old;
 
@@ -611,16 +616,25 @@ int main(int argc, char **argv)
 			reads = parse_long(argv[++i], "--reads", 1, 100000000);
 		} else if (i + 1 < argc && !strcmp(argv[i], "--windows")) {
 			windows = parse_long(argv[++i], "--windows", 1, MAX_WINDOWS);
+		} else if (i + 1 < argc && !strcmp(argv[i], "--cpu")) {
+			cpu = parse_long(argv[++i], "--cpu", 0, CPU_SETSIZE - 1);
 		} else if (i + 1 < argc && !strcmp(argv[i], "--once")) {
 			once = parse_long(argv[++i], "--once", 1, 100000000);
 		} else {
-			fprintf(stderr, "usage: readbench [--runs R] [--ms T] | --insns [--reads N] "
-				"[--windows W] | --once N\n");
+			fprintf(stderr, "usage: readbench [--cpu C] [--runs R] [--ms T] | --insns "
+				"[--reads N] [--windows W] | --once N\n");
 			return 2;
 		}
 	}
 	catch_faults();
-	if (pin_cpu(&old) < 0) {
+	if (cpu >= 0) {
+		CPU_ZERO(&old);
+		CPU_SET((int)cpu, &old);
+		if (sched_setaffinity(0, sizeof(old), &old) < 0) {
+			perror("readbench: --cpu");
+			return 2;
+		}
+	} else if (pin_cpu(&old) < 0) {
 		perror("readbench: pin_cpu");
 		return 2;
 	}
