@@ -7,17 +7,19 @@
 # needs kernel.perf_user_access=1 (5.17+, set here, restored after); where the sysctl
 # does not exist (5.10) that path must say why instead. The goals (docs/benchmarks.md)
 # are printed, met or not, from the ring=3 figures; a goal not met does not fail.
+# It runs after 40-unload: it loads the module and unloads it again.
 . /tests/lib.sh
-[ -d $SYSFS ] || fail "module not loaded"
+[ -d $SYSFS ] && fail "module loaded before this test (40-unload unloads it)"
+modprobe $MOD || fail "modprobe $MOD"
 PUA=/proc/sys/kernel/perf_user_access
 ring0=$(cat $SYSFS/ring)
 pua0=""
 [ -f $PUA ] && pua0=$(cat $PUA)
 restore() {
-	echo "$ring0" > $SYSFS/ring
+	[ -d $SYSFS ] && echo "$ring0" > $SYSFS/ring
 	[ -z "$pua0" ] || echo "$pua0" > $PUA
 }
-trap restore EXIT
+trap 'restore; rmmod $MOD' EXIT
 [ -z "$pua0" ] || echo 1 > $PUA || fail "cannot set $PUA to 1"
 want="driver bare cntvct clock_gettime perf-read"
 [ -n "$pua0" ] && want="$want perf-mmap"
