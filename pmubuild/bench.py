@@ -69,6 +69,13 @@ class Path_:
         return q[0], q[2]
 
 
+def _num(x: object) -> float:
+    """A number of the JSON document (the statistics are ints or floats there)."""
+    if not isinstance(x, int | float):
+        raise PipelineError(f"not a number in the benchmark document: {x!r}")
+    return float(x)
+
+
 def summarize(paths: Sequence[Path_], unit: str) -> list[dict[str, object]]:
     """The paths as JSON objects: median, min, max, Q1, Q3 and ratio (median over the
     smallest median of the available paths), or available false with the reason."""
@@ -108,12 +115,12 @@ def parse_readbench(doc: dict[str, object]) -> list[Path_]:
 def table(title: str, paths: Sequence[dict[str, object]], unit: str) -> list[str]:
     """A summarized measurement as text: one line per available path, fastest first;
     then each unavailable path with its reason."""
-    ran = sorted((p for p in paths if p["available"]), key=lambda p: float(p["median"]))  # type: ignore[arg-type]
+    ran = sorted((p for p in paths if p["available"]), key=lambda p: _num(p["median"]))
     name_w = max([len(str(p["name"])) for p in paths] + [4])
     lines = [title, f"  {'path':<{name_w}}  {'median':>9}  {'min':>9}  {'max':>9}  "
                     f"{'IQR':>8}  {'ratio':>6}  ({unit} per read)"]
     for p in ran:
-        iqr = float(p["q3"]) - float(p["q1"])  # type: ignore[arg-type]
+        iqr = _num(p["q3"]) - _num(p["q1"])
         lines.append(f"  {p['name']!s:<{name_w}}  {p['median']:9.2f}  {p['min']:9.2f}  "
                      f"{p['max']:9.2f}  {iqr:8.2f}  {p['ratio']:6.2f}")
     lines += [f"  unavailable: {p['name']}: {p['reason']}" for p in paths if not p["available"]]
@@ -269,7 +276,7 @@ def goals(python: Sequence[dict[str, object]]) -> list[dict[str, object]]:
     if read is None or clock is None or not read["available"] or not clock["available"]:
         why = read["reason"] if read is not None and not read["available"] else "no figure"
         return [goal | {"status": "not measurable here", "reason": why}]
-    figure = float(read["median"]) / float(clock["median"])  # type: ignore[arg-type]
+    figure = _num(read["median"]) / _num(clock["median"])
     return [goal | {"figure": figure,
                     "status": "met" if figure <= GOAL_PYTHON_RATIO else "not met"}]
 
@@ -312,6 +319,19 @@ def report(doc: dict[str, object]) -> list[str]:
     return lines
 
 
+def _rows(doc: dict[str, object], available: bool) -> list[tuple[str, dict[str, object]]]:
+    c, py = doc["c"], doc["python"]
+    assert isinstance(c, dict) and isinstance(py, dict)
+    rows = [(f"C: {p['name']}", p) for p in c["paths"]] + \
+           [(f"Python: {p['name']}", p) for p in py["paths"]]
+    return [(label, p) for label, p in rows if bool(p["available"]) == available]
+
+
+def plot_rows(doc: dict[str, object]) -> tuple[list[str], list[str]]:
+    """The plot's bars (paths that ran) and the paths named as not available."""
+    return [lbl for lbl, _ in _rows(doc, True)], [lbl for lbl, _ in _rows(doc, False)]
+
+
 def plot(doc: dict[str, object], out: Path) -> Path:
     """A horizontal bar chart of the C and Python paths' medians (log scale), IQR as
     error bars; unavailable paths named at the bottom. Written from the JSON alone."""
@@ -320,17 +340,15 @@ def plot(doc: dict[str, object], out: Path) -> Path:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    c, py, m = doc["c"], doc["python"], doc["machine"]
-    assert isinstance(c, dict) and isinstance(py, dict) and isinstance(m, dict)
-    rows = [(f"C: {p['name']}", p) for p in c["paths"]] + \
-           [(f"Python: {p['name']}", p) for p in py["paths"]]
-    ran = [(label, p) for label, p in rows if p["available"]]
-    missing = [label for label, p in rows if not p["available"]]
+    m = doc["machine"]
+    assert isinstance(m, dict)
+    ran = _rows(doc, True)
+    missing = [label for label, _ in _rows(doc, False)]
     fig, ax = plt.subplots(figsize=(8, 0.45 * len(ran) + 2.2))
     ys = range(len(ran))
-    med = [float(p["median"]) for _, p in ran]
-    err = [[max(0.0, float(p["median"]) - float(p["q1"])) for _, p in ran],
-           [max(0.0, float(p["q3"]) - float(p["median"])) for _, p in ran]]
+    med = [_num(p["median"]) for _, p in ran]
+    err = [[max(0.0, _num(p["median"]) - _num(p["q1"])) for _, p in ran],
+           [max(0.0, _num(p["q3"]) - _num(p["median"])) for _, p in ran]]
     ax.barh(list(ys), med, xerr=err, color=["#4477aa" if lbl.startswith("C") else "#cc6677"
                                             for lbl, _ in ran])
     ax.set_yticks(list(ys), [lbl for lbl, _ in ran])
