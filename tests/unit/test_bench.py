@@ -54,13 +54,14 @@ def test_parse_readbench_subtracts_each_runs_empty_loop():
 
 
 def test_table_fastest_first_then_the_reasons():
-    paths = bench.summarize([bench.Path_("slow", "S", (100.0,)),
-                             bench.Path_("fast", "F", (10.0, 10.0)),
+    # Named so that the order by name is not the order by cost.
+    paths = bench.summarize([bench.Path_("a-slow", "S", (100.0,)),
+                             bench.Path_("b-fast", "F", (10.0, 10.0)),
                              bench.Path_("gone", "G", reason="module not loaded")], "ns")
     lines = bench.table("T", paths, "ns")
     assert lines[0] == "T" and "median" in lines[1] and "ratio" in lines[1]
-    assert lines[2].split()[0] == "fast" and lines[2].split()[-1] == "1.00"
-    assert lines[3].split()[0] == "slow" and lines[3].split()[-1] == "10.00"
+    assert lines[2].split()[0] == "b-fast" and lines[2].split()[-1] == "1.00"
+    assert lines[3].split()[0] == "a-slow" and lines[3].split()[-1] == "10.00"
     assert lines[4] == "  unavailable: gone: module not loaded"
 
 

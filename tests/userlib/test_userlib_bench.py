@@ -91,3 +91,17 @@ def test_cli_bench_prints_the_paths(venv):
     res = run(venv, "bench", "--calls", "2000", "--repeats", "2", "--json")
     data = json.loads(res.stdout)
     assert [p["name"] for p in data["paths"]] == PATHS
+
+
+def test_every_path_is_called_calls_times_per_repeat(simple_pmu, b, monkeypatch):
+    made = []
+
+    def counted():
+        made.append(1)
+
+    monkeypatch.setattr(b, "python_paths", lambda *a: [("x", "X", counted, None),
+                                                       ("y", "Y", None, "cannot")])
+    r = b.bench(simple_pmu.probe(), calls=500, repeats=3)
+    assert len(made) == 1500
+    assert [p.name for p in r.paths] == ["x", "y"] and r.paths[1].reason == "cannot"
+    assert len(r.paths[0].samples) == 3
