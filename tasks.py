@@ -5,6 +5,7 @@ from pathlib import Path
 
 from invoke import Exit, task
 
+from pmubuild import bench as bench_mod
 from pmubuild import commands, hwtest, pkgtest
 from pmubuild import package as package_mod
 from pmubuild.errors import PipelineError
@@ -129,6 +130,18 @@ def test_hw(c, json=""):
     table and a JSON report. Stops at once, loading nothing, where there is no PMU."""
     if _run(hwtest.run, Path(json) if json else None) != 0:
         raise Exit("test-hw: some steps failed (table above)", code=1)
+
+
+@task(help={"runs": "C benchmark: timed runs per path (median and spread over them)",
+            "calls": "Python benchmark: calls per timing", "repeats": "Python: timings",
+            "json": "where to write the JSON (default: build/bench.json)",
+            "plot": "where to write the plot (default: docs/benchmarks.png; '' for none)"})
+def bench(c, runs=11, calls=200000, repeats=7, json="", plot=str(bench_mod.PLOT_OUT)):
+    """Cost of one read of every counter and clock path here, C and Python: a table,
+    build/bench.json and the plot of docs/benchmarks.md."""
+    for line in _run(bench_mod.run, int(runs), int(calls), int(repeats),
+                     Path(json) if json else bench_mod.JSON_OUT, Path(plot) if plot else None):
+        print(line)
 
 
 @task

@@ -45,7 +45,7 @@ def test_status_json(venv, simple_pmu):
     assert res.returncode == 0, res.stderr
     data = json.loads(res.stdout)
     validate(data)
-    assert (data["schema"], data["command"]) == (1, "status")
+    assert (data["schema"], data["command"]) == (2, "status")
     backends = {b["name"]: b for b in data["backends"]}
     assert list(backends) == ["driver", "perf-rdpmc", "perf-read", "timer"]
     assert backends["timer"]["usable"] is True

@@ -109,7 +109,7 @@ def test_schema_rejects(simple_pmu, jsonout, breakage):
     elif breakage == "missing_scope":
         del driver["scope"]
     elif breakage == "wrong_schema":
-        doc["schema"] = 2
+        doc["schema"] = jsonout.SCHEMA_VERSION + 1
     elif breakage == "negative_count":
         doc = jsonout.reading_doc({"backend": "perf-read", "cpu": None, "generation": None,
                                    "cycles": -1, "instructions": None,

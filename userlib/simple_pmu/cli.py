@@ -17,7 +17,7 @@ import textwrap
 from collections.abc import Sequence
 
 from simple_pmu import __version__, jsonout, reasons
-from simple_pmu.bench import DEFAULT_CALLS, DEFAULT_REPEATS, GOAL_RATIO, bench
+from simple_pmu.bench import DEFAULT_CALLS, DEFAULT_REPEATS, GOAL_RATIO, bench, paths_table
 from simple_pmu.errors import CounterUnavailable, Error
 from simple_pmu.measure import COUNTER_BITS, PinnedCpu, Reader, first_read, open_reader
 from simple_pmu.mhz import CLOCKS, MhzResult, measure_mhz
@@ -299,6 +299,10 @@ def cmd_bench(args: argparse.Namespace) -> int:
     print(f"{'loop alone':<{name_w}}  {result.loop_ns:7.1f} ns/iteration")
     print(f"ratio {result.ratio:.2f} (read / time.perf_counter_ns(), loop included; "
           f"goal <= {GOAL_RATIO}; fastest of {args.repeats} x {result.calls} calls)")
+    print()
+    print(f"Python read paths, {args.repeats} x {result.calls} calls, loop included:")
+    for line in paths_table(result.paths):
+        print(line)
     return EXIT_OK
 
 

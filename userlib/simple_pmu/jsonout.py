@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     from simple_pmu.bench import BenchResult
     from simple_pmu.probe import Report
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 SCHEMA_FILE = "simple-pmu.schema.json"
 
 
