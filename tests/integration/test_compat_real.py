@@ -67,7 +67,7 @@ RULES = {
                                 "(KERNEL-FACTS.md; seen in the 7.2.13 and 7.3 sources)"),
     "HAVE_PERF_FIXED_MASK_FROM_ECX": (lambda v: v >= (5, 12),
                                       "5.12: 'perf/x86/intel: Support CPUID 10.ECX to disable "
-                                      "fixed counters' and PERF_SAMPLE_WEIGHT_STRUCT (the "
+                                      "fixed counters' and PERF_SAMPLE_WEIGHT_TYPE (the "
                                       "proxy) both merged for 5.12"),
     "HAVE_PERF_KERNEL_COUNTER_EXPORT": (lambda v: True, "exported from kernel/events/core.c"),
     "HAVE_CPU_PM": (lambda v: True, "Debian arm64 configs set CONFIG_CPU_PM=y"),
