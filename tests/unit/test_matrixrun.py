@@ -155,11 +155,11 @@ def test_matrix_keeps_combo_order_and_picks_stress_cycles():
     assert [(r.suite, r.arch) for r in results] == [(s.name, a) for s, a in combos]
     cycles = {(rel, p): params for rel, p, params in fake.boots if p == "stress"}
     assert cycles == {
-        ("5.10.0-46-arm64", "stress"): "spmu.stress_cycles=50",
+        ("5.10.0-46-arm64", "stress"): "spmu.stress_cycles=30",
         ("6.1.0-57-arm64", "stress"): "spmu.stress_cycles=200",
-        ("6.12.0-0-arm64", "stress"): "spmu.stress_cycles=50",
-        ("6.12.0-40-arm64", "stress"): "spmu.stress_cycles=50",
-        ("7.0.0-1-arm64", "stress"): "spmu.stress_cycles=50"}
+        ("6.12.0-0-arm64", "stress"): "spmu.stress_cycles=30",
+        ("6.12.0-40-arm64", "stress"): "spmu.stress_cycles=30",
+        ("7.0.0-1-arm64", "stress"): "spmu.stress_cycles=30"}
     assert all(r.ok for r in results)
 
 

@@ -13,10 +13,10 @@ def _combos(*names: str) -> list[tuple[matrix.Suite, str]]:
 def test_full_cycles_on_the_default_suite_only():
     combos = _combos(*matrix.SUITES)
     got = {s.name: matrixrun.stress_cycles_for(s, combos, None) for s, _ in combos}
-    assert got == {"bullseye": 50, "bookworm": 200, "bookworm-backports": 50,
-                   "trixie": 50, "sid": 50}
+    assert got == {"bullseye": 30, "bookworm": 200, "bookworm-backports": 30,
+                   "trixie": 30, "sid": 30}
     older = _combos("bullseye", "trixie")
-    assert [matrixrun.stress_cycles_for(s, older, None) for s, _ in older] == [50, 50]
+    assert [matrixrun.stress_cycles_for(s, older, None) for s, _ in older] == [30, 30]
 
 
 def test_single_kernel_runs_full_cycles():
