@@ -46,20 +46,27 @@ def parse_dump(path: Path) -> dict[tuple[int, int], tuple[int, int, int, int]]:
     return regs
 
 
-@pytest.fixture(scope="module")
-def harness(tmp_path_factory) -> Path:
+def compile_harness(tmp_path_factory, source: Path) -> Path:
+    """A harness of tests/unit/c built with the host gcc against the headers, warnings as
+    errors (the headers must compile cleanly in user space too)."""
     gcc = shutil.which("gcc")
-    assert gcc, "host gcc is needed to compile the CPUID harness"
-    exe = tmp_path_factory.mktemp("cpuid") / "cpuid_decode"
+    assert gcc, f"host gcc is needed to compile {source.name}"
+    exe = tmp_path_factory.mktemp(source.stem) / source.stem
     subprocess.run([gcc, "-std=gnu11", "-O1", "-Wall", "-Wextra", "-Werror",
                     "-Wdeclaration-after-statement", "-Wmissing-prototypes",
-                    "-I", str(REPO), "-o", str(exe), str(HARNESS)], check=True)
+                    "-I", str(REPO), "-o", str(exe), str(source)], check=True)
     return exe
 
 
-def run(harness: Path, *args: str) -> dict[str, str]:
-    out = subprocess.run([str(harness), *args], check=True, capture_output=True,
-                         text=True).stdout
+@pytest.fixture(scope="module")
+def harness(tmp_path_factory) -> Path:
+    return compile_harness(tmp_path_factory, HARNESS)
+
+
+def run(harness: Path, *args: object) -> dict[str, str]:
+    """The harness's "key=value" lines as a dict."""
+    out = subprocess.run([str(harness), *(str(a) for a in args)], check=True,
+                         capture_output=True, text=True).stdout
     return dict(line.split("=", 1) for line in out.splitlines())
 
 

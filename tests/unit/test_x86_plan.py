@@ -3,13 +3,11 @@ each CPU gets on real CPUs (tests/unit/data/cpuid dumps), which counters perf ma
 and which published RDPMC indices the driver accepts. tests/unit/c/x86_plan.c prints what the
 header computes; no expected value is computed in Python from the same rules."""
 
-import shutil
-import subprocess
 from pathlib import Path
 
 import pytest
 
-from .test_cpuid import DATA, parse_dump
+from .test_cpuid import DATA, compile_harness, parse_dump, run
 
 REPO = Path(__file__).resolve().parents[2]
 HARNESS = REPO / "tests" / "unit" / "c" / "x86_plan.c"
@@ -21,19 +19,7 @@ ANY_GP = (1 << 32) - 1
 
 @pytest.fixture(scope="module")
 def harness(tmp_path_factory) -> Path:
-    gcc = shutil.which("gcc")
-    assert gcc, "host gcc is needed to compile the plan harness"
-    exe = tmp_path_factory.mktemp("plan") / "x86_plan"
-    subprocess.run([gcc, "-std=gnu11", "-O1", "-Wall", "-Wextra", "-Werror",
-                    "-Wdeclaration-after-statement", "-Wmissing-prototypes",
-                    "-I", str(REPO), "-o", str(exe), str(HARNESS)], check=True)
-    return exe
-
-
-def run(harness: Path, *args: object) -> dict[str, str]:
-    out = subprocess.run([str(harness), *(str(a) for a in args)], check=True,
-                         capture_output=True, text=True).stdout
-    return dict(line.split("=", 1) for line in out.splitlines())
+    return compile_harness(tmp_path_factory, HARNESS)
 
 
 def leaf_a(name: str) -> list[str]:

@@ -19,18 +19,7 @@
 #include <string.h>
 
 #include "drivers/x86/cpuid_pmu.h"
-
-static unsigned int num(const char *s)
-{
-	char *end;
-	unsigned long v = strtoul(s, &end, 0);
-
-	if (!*s || *end || v > 0xffffffffUL) {
-		fprintf(stderr, "bad number: %s\n", s);
-		exit(2);
-	}
-	return (unsigned int)v;
-}
+#include "tests/unit/c/harness.h"
 
 static void print_perfmon(const char *pfx, const struct spmu_perfmon *p)
 {
