@@ -14,6 +14,8 @@ Three measurements, one JSON document (build/bench.json), a table and a plot:
   inclusive instruction count minus the empty loop's, over N reads. callgrind counts
   user-space instructions only and hides the vDSO (clock_gettime becomes a system
   call), so those paths are listed with that reason.
+- CPU frequency (pmubuild/benchmhz.py): the seed mhz tool and `simple-pmu mhz`, round
+  by round, each tool's spread, and a verdict only where the spreads allow one.
 
 The exact instruction counts of arm64 come from the guest (tests/guest/arm64/
 45-bench-icount.sh), not from here. docs/benchmarks.md reads the tables.
@@ -34,6 +36,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from . import benchmhz
 from .errors import PipelineError
 
 REPO = Path(__file__).resolve().parents[1]
@@ -44,7 +47,7 @@ PLOT_OUT = REPO / "docs" / "benchmarks.png"
 CALLGRIND_READS = 100_000
 # The goals the tables are read against (issue 14; docs/benchmarks.md).
 GOAL_PYTHON_RATIO = 1.5  # simple_pmu read / time.perf_counter_ns(), at most
-SCHEMA = 1  # of build/bench.json
+SCHEMA = 2  # of build/bench.json (2: the mhz comparison)
 
 
 @dataclass(frozen=True)
@@ -282,14 +285,14 @@ def goals(python: Sequence[dict[str, object]]) -> list[dict[str, object]]:
 
 
 def document(c_doc: dict[str, object], py_doc: dict[str, object],
-             callgrind: dict[str, object]) -> dict[str, object]:
+             callgrind: dict[str, object], mhz: dict[str, object]) -> dict[str, object]:
     c_paths = summarize(parse_readbench(c_doc), "ns")
     py_paths = summarize(python_paths(py_doc), "ns")
     return {"schema": SCHEMA, "machine": machine(),
             "c": {"runs": c_doc.get("runs"), "cpu": c_doc.get("cpu"), "paths": c_paths},
             "python": {"calls": py_doc.get("calls"), "repeats": py_doc.get("repeats"),
                        "paths": py_paths},
-            "callgrind": callgrind, "goals": goals(py_paths)}
+            "callgrind": callgrind, "mhz": mhz, "goals": goals(py_paths)}
 
 
 def report(doc: dict[str, object]) -> list[str]:
@@ -313,6 +316,9 @@ def report(doc: dict[str, object]) -> list[str]:
     else:
         lines.append(f"Instructions per read (callgrind): not measured: {cg['reason']}")
     lines.append("")
+    mhz = doc["mhz"]
+    assert isinstance(mhz, dict)
+    lines += benchmhz.report(mhz) + [""]
     for g in doc["goals"]:  # type: ignore[attr-defined]
         fig = f" ({g['figure']:.2f})" if "figure" in g else f" ({g.get('reason')})"
         lines.append(f"goal {g['goal']}: {g['status']}{fig}")
@@ -374,8 +380,10 @@ def run(runs: int = 11, calls: int = 200_000, repeats: int = 7, json_out: Path =
     """Build and run everything; write the JSON (and the plot); the report's lines."""
     exe = compile_readbench()
     c_doc = run_readbench(exe, runs)
-    py_doc = run_python_bench(build_userlib(), calls, repeats)
-    doc = document(c_doc, py_doc, callgrind_insns(exe, c_doc))
+    userlib = build_userlib()
+    py_doc = run_python_bench(userlib, calls, repeats)
+    doc = document(c_doc, py_doc, callgrind_insns(exe, c_doc),
+                   benchmhz.measure(OUT_DIR / "mhz", userlib))
     json_out.parent.mkdir(parents=True, exist_ok=True)
     json_out.write_text(json.dumps(doc, indent=1) + "\n")
     lines = report(doc) + ["", f"JSON: {json_out}"]

@@ -56,15 +56,16 @@ def compile_programs(arch: str, out_dir: Path) -> list[Path]:
     built = []
     sources = sorted((GUEST_TESTS / "src").glob("*.c"))
     article = article_program(out_dir) if arch == "arm64" else None
-    if article:
-        sources.append(article)
+    mhz = seed_mhz_program(out_dir) if arch == "arm64" else None
+    seeds = [src for src in (article, mhz) if src]
+    sources += seeds
     newest_header = max((h.stat().st_mtime for h in (GUEST_TESTS / "src").glob("*.h")),
                         default=0.0)
     for src in sources:
         exe = out_dir / src.stem
         if not exe.exists() or exe.stat().st_mtime < max(src.stat().st_mtime, newest_header):
-            # The article's program is compiled as published: no -Werror for it.
-            strict = ["-Wall", "-Wextra", "-Werror"] if src != article else ["-pthread"]
+            # The seed programs are compiled as published: no -Werror for them.
+            strict = ["-Wall", "-Wextra", "-Werror"] if src not in seeds else ["-pthread"]
             # Compile to a private name and rename: guests are prepared in parallel.
             tmp = exe.with_name(f".{exe.name}.{threading.get_ident()}")
             proc = subprocess.run([cc, "-O2", *strict, "-static", "-I", str(REPO / "include"),
@@ -92,6 +93,24 @@ def article_program(out_dir: Path) -> Path | None:
     code = text[start:end]
     if not src.exists() or src.read_text() != code:
         tmp = src.with_name(f".article.{threading.get_ident()}.c")
+        tmp.write_text(code)
+        tmp.rename(src)
+    return src
+
+
+SEED_MHZ = REPO.parent / "shared" / "reference" / "seeds" / "mhz" / "mhz.c"
+
+
+def seed_mhz_program(out_dir: Path) -> Path | None:
+    """Willy Tarreau's mhz tool as seed-mhz.c, unchanged (tests/guest/arm64/
+    29-mhz-tool.sh compares it with simple-pmu mhz on QEMU's virtual clock). None when
+    the seeds are not beside the checkout (that comparison then reports SKIP)."""
+    if not SEED_MHZ.exists():
+        return None
+    src = out_dir / "seed-mhz.c"
+    code = SEED_MHZ.read_text()
+    if not src.exists() or src.read_text() != code:
+        tmp = src.with_name(f".seed-mhz.{threading.get_ident()}.c")
         tmp.write_text(code)
         tmp.rename(src)
     return src

@@ -27,7 +27,8 @@ def test_hung_guest_times_out(tmp_path, arm64):
     run = qemu.boot("arm64", fk.image, initrd, timeout=15)
     assert run.timed_out
     assert run.qemu_rc is None
-    assert 15 <= run.seconds < 30
+    assert run.seconds >= 15  # not before its timeout (an upper bound would be a wall-clock
+    # figure that a busy machine moves: timed_out and no exit status say it was killed)
     assert not run.ok and not run.done
     problem = run.problem()
     assert "timed out after 15s" in problem
@@ -37,9 +38,9 @@ def test_hung_guest_times_out(tmp_path, arm64):
 def test_panicked_guest(tmp_path, arm64):
     fk, _ = arm64
     initrd = cpio.write_gz([cpio.directory("etc")], tmp_path / "noinit.gz")
-    run = qemu.boot("arm64", fk.image, initrd, timeout=40)
+    # A generous timeout: the panic comes within seconds, later on a busy machine.
+    run = qemu.boot("arm64", fk.image, initrd, timeout=300)
     assert not run.timed_out, run.console[-2000:]
-    assert run.seconds < 40
     assert "Kernel panic" in run.console
     assert not run.booted and not run.ok
     problem = run.problem()

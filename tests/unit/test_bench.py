@@ -213,7 +213,8 @@ PY_DOC = {"calls": 100, "repeats": 2, "paths": [
 
 
 def test_document_and_report():
-    doc = bench.document(C_DOC, PY_DOC, {"available": False, "reason": "no valgrind"})
+    doc = bench.document(C_DOC, PY_DOC, {"available": False, "reason": "no valgrind"},
+                         {"available": False, "reason": "the seed mhz tool is not beside"})
     assert doc["schema"] == bench.SCHEMA
     assert [p["name"] for p in doc["c"]["paths"]] == ["rdtsc", "clock_gettime", "perf-read"]
     assert doc["c"]["paths"][1]["ratio"] == pytest.approx(21.0 / 9.5)
@@ -222,6 +223,8 @@ def test_document_and_report():
     assert "unavailable: simple_pmu.read: no backend" in text
     assert "Instructions per read (callgrind): not measured: no valgrind" in text
     assert "goal simple_pmu read <= 1.5 x time.perf_counter_ns(): not measurable here" in text
+    assert ("CPU frequency, mhz tool vs simple-pmu mhz: not run: the seed mhz tool is not "
+            "beside") in text
     json.dumps(doc)
 
 
@@ -235,7 +238,8 @@ def png_size(path: Path) -> tuple[int, int]:
 
 def test_plot_from_a_json_document(tmp_path):
     pytest.importorskip("matplotlib")
-    doc = bench.document(C_DOC, PY_DOC, {"available": False, "reason": "x"})
+    doc = bench.document(C_DOC, PY_DOC, {"available": False, "reason": "x"},
+                         {"available": False, "reason": "y"})
     src = tmp_path / "bench.json"
     src.write_text(json.dumps(doc))
     out = bench.plot(json.loads(src.read_text()), tmp_path / "p.png")

@@ -145,10 +145,9 @@ def test_child_reports_values_errors_and_hangs():
     assert not failed.ok and failed.error == "ZeroDivisionError: division by zero"
     killed = run_in_child(lambda: os.kill(os.getpid(), signal.SIGILL))
     assert killed.signal == "SIGILL" and killed.describe() == "killed by SIGILL"
-    t0 = time.monotonic()
+    # Killed at its timeout: a child left to sleep 60 s would have come back ok.
     hung = run_in_child(lambda: time.sleep(60), timeout=0.5)
     assert not hung.ok and "did not finish within 0.5 s" in hung.error
-    assert time.monotonic() - t0 < 10
 
 
 def test_probe_survives_a_driver_that_claims_access(simple_pmu, monkeypatch, tmp_path):
@@ -165,7 +164,21 @@ def test_probe_survives_a_driver_that_claims_access(simple_pmu, monkeypatch, tmp
     monkeypatch.setattr(probe_mod, "rdpmc_mode", lambda: None)
     monkeypatch.setattr(probe_mod, "rdpmc_modes", lambda: [])  # whatever this host's are
     monkeypatch.setattr(simple_pmu.native, "driver_available", lambda: 1)
-    t0 = time.monotonic()
+
+    class Clock:
+        """probe's clock, advanced only by its own pauses: the retries' bound is checked
+        without a wall-clock figure (issue 21: no timed asserts)."""
+
+        now = 1000.0
+
+        def monotonic(self) -> float:
+            return self.now
+
+        def sleep(self, s: float) -> None:
+            self.now += s
+
+    clock = Clock()
+    monkeypatch.setattr(probe_mod, "time", clock)
     backend = probe_mod.probe_driver(probe_mod.cpu_info())
     assert not backend.usable
     assert backend.reasons
@@ -177,7 +190,10 @@ def test_probe_survives_a_driver_that_claims_access(simple_pmu, monkeypatch, tmp
     assert backend.facts["recheck_ms"] == 100 and backend.facts["verified_cpus"] == []
     assert {r.code for r in backend.reasons} == {"trial_fault"}
     assert backend.cpus == ()
-    assert time.monotonic() - t0 < 2.0
+    # Retried until 2 * recheck_ms + RETRY_MARGIN_S after the first attempt, then no more
+    # (one pause may end past the deadline), for all CPUs together.
+    deadline = 2 * 0.1 + probe_mod.RETRY_MARGIN_S
+    assert deadline <= clock.now - 1000.0 <= deadline + probe_mod.RETRY_PAUSE_S
 
 
 def test_driver_span_without_access(simple_pmu):

@@ -120,3 +120,24 @@ pmuwin_exact() {
 	exact_batch "cpu$1 n=1000" $base 5 alone 's/^n=1000 insns=\([0-9]*\).*/\1/p' pmuwin exact $1 5
 	exact_batch "cpu$1 n=101000" $((base + 200000)) 5 alone 's/^n=101000 insns=\([0-9]*\).*/\1/p' pmuwin exact $1 5
 }
+
+# Under -icount QEMU's instruction count and virtual clock are global: what another
+# vCPU runs lands in this CPU's windows (above). A measurement that must repeat
+# exactly takes every other CPU offline first (PSCI CPU_OFF: that vCPU then runs
+# nothing at all) and puts them back after; others_online belongs in the caller's
+# EXIT trap. cpu0 is the one that stays: run the measurement there.
+others_offline() {
+	for _f in /sys/devices/system/cpu/cpu[1-9]*/online; do
+		[ -f "$_f" ] && [ "$(cat "$_f")" = 1 ] || continue
+		echo 0 > "$_f" || fail "cannot take ${_f%/online} offline"
+		_offlined="$_offlined $_f"
+	done
+	[ "$(nproc)" = 1 ] || fail "other CPUs still online: $(cat /sys/devices/system/cpu/online)"
+}
+
+others_online() {
+	for _f in $_offlined; do
+		echo 1 > "$_f" || echo "others_online: cannot put ${_f%/online} back online"
+	done
+	_offlined=""
+}
