@@ -7,14 +7,17 @@ tool runs ROUNDS times (a round is the median of RUNS measurements, as each tool
 it); the report gives each tool's median, min, max and spread (max - min over the
 median), the gap between the medians, and a verdict only where the spreads allow one:
 
-- agree: the medians are within AGREE of each other;
-- disagree: both spreads are within SPREAD_LIMIT and the two ranges do not overlap;
-- no verdict otherwise (the machine was too busy to tell), with the figures.
+- no verdict with fewer than MIN_ROUNDS rounds, or where a tool's spread is wider than
+  SPREAD_LIMIT (the machine was too busy to tell);
+- otherwise agree where the medians are within AGREE of each other, disagree where the
+  two ranges do not overlap (under this load: the tools may react to load differently),
+  and no verdict where they overlap but the medians are further apart.
 
 The seed tool lives beside the checkout (../shared/reference/seeds/mhz/mhz.c): without
 it the comparison is listed as not run, with that reason. The decidable cross-check of
-the method is in the arm64 guest under -icount (tests/guest/arm64/29-mhz-tool.sh),
-where both tools and the cycle counter run on QEMU's virtual clock.
+the method is in the arm64 guest under -icount (tests/guest/arm64/29-mhz-tool.sh), where
+both tools time their loops on QEMU's virtual clock (and 29-python-mhz.sh sets the method
+against the cycle counter).
 """
 
 from __future__ import annotations
@@ -36,8 +39,9 @@ from .seeds import SEEDS
 SEED_MHZ = SEEDS / "mhz" / "mhz.c"
 ROUNDS = 5
 RUNS = 5
-AGREE = 0.01  # medians this close agree, whatever the spread
+AGREE = 0.01  # medians this close agree (where the spreads allow a verdict)
 SPREAD_LIMIT = 0.05  # a tool whose rounds spread wider than this gives no verdict
+MIN_ROUNDS = 3  # fewer rounds show no spread at all
 
 
 @dataclass(frozen=True)
@@ -55,6 +59,8 @@ class Tool:
     @property
     def spread(self) -> float:
         """(max - min) / median of the rounds' figures."""
+        if self.median <= 0:
+            raise PipelineError(f"{self.name}: a median of {self.median} MHz")
         return (max(self.mhz) - min(self.mhz)) / self.median
 
     def summary(self) -> dict[str, object]:
@@ -66,16 +72,21 @@ class Tool:
 def verdict(seed: Tool, ours: Tool) -> tuple[str, str]:
     """(agree | disagree | no verdict, why) from the two tools' rounds."""
     gap = abs(ours.median - seed.median) / seed.median
-    if gap <= AGREE:
-        return "agree", f"medians {gap:.2%} apart (<= {AGREE:.0%})"
+    rounds = min(len(seed.mhz), len(ours.mhz))
+    if rounds < MIN_ROUNDS:
+        return "no verdict", (f"medians {gap:.2%} apart, but {rounds} round(s) show no "
+                              f"spread (at least {MIN_ROUNDS} needed)")
     wide = [t for t in (seed, ours) if t.spread > SPREAD_LIMIT]
     if wide:
         return "no verdict", (f"medians {gap:.2%} apart, but " +
                               ", ".join(f"{t.name} spread {t.spread:.1%}" for t in wide) +
                               f" (> {SPREAD_LIMIT:.0%}): the machine was too busy to tell")
+    if gap <= AGREE:
+        return "agree", (f"medians {gap:.2%} apart (<= {AGREE:.0%}), spreads "
+                         f"{seed.spread:.1%} and {ours.spread:.1%}")
     if max(seed.mhz) < min(ours.mhz) or max(ours.mhz) < min(seed.mhz):
-        return "disagree", (f"medians {gap:.2%} apart and the ranges do not overlap, "
-                            f"spreads {seed.spread:.1%} and {ours.spread:.1%}")
+        return "disagree", (f"medians {gap:.2%} apart and the ranges do not overlap under "
+                            f"this load, spreads {seed.spread:.1%} and {ours.spread:.1%}")
     return "no verdict", (f"medians {gap:.2%} apart, but the ranges overlap "
                           f"(spreads {seed.spread:.1%} and {ours.spread:.1%})")
 
@@ -137,9 +148,9 @@ def run_rounds(seed_exe: Path, pythonpath: Path, rounds: int = ROUNDS,
             Tool("simple-pmu mhz", tuple(our_mhz), tuple(our_wall)))
 
 
-def compare(seed: Tool, ours: Tool) -> dict[str, object]:
+def compare(seed: Tool, ours: Tool, runs: int = RUNS) -> dict[str, object]:
     word, why = verdict(seed, ours)
-    return {"available": True, "tools": [seed.summary(), ours.summary()],
+    return {"available": True, "runs": runs, "tools": [seed.summary(), ours.summary()],
             "gap": abs(ours.median - seed.median) / seed.median, "verdict": word,
             "why": why}
 
@@ -159,7 +170,7 @@ def report(doc: dict[str, object]) -> list[str]:
     tools = doc["tools"]
     assert isinstance(tools, list)
     lines = [f"CPU frequency, mhz tool vs simple-pmu mhz ({len(tools[0]['rounds'])} rounds "
-             f"of {RUNS} runs each)",
+             f"of {doc['runs']} runs each)",
              f"  {'tool':<15} {'median':>9} {'min':>9} {'max':>9} {'spread':>7} "
              f"{'wall/round':>10}"]
     for t in tools:

@@ -288,3 +288,65 @@ def test_kernel_log_clean_passes_on_a_clean_log(tmp_path):
 def test_kernel_log_clean_fails_on_a_warning(tmp_path, line):
     r = log_clean(tmp_path, CLEAN_LOG + line + "\n")
     assert r.returncode == 1 and "FAIL: kernel log:" in r.stdout and line in r.stdout
+
+
+# --- others_offline / others_online (29-mhz-tool, 45-bench-icount) -----------------------
+
+def stage_cpus(tmp: Path, online: dict[int, int]) -> None:
+    """lib.sh with CPUDIR under tmp: cpuN/online files holding the given states."""
+    stage(tmp)
+    lib = (tmp / "lib.sh").read_text()
+    line = "CPUDIR=/sys/devices/system/cpu\n"
+    assert line in lib, "lib.sh no longer sets CPUDIR where this harness expects"
+    (tmp / "lib.sh").write_text(lib.replace(line, f"CPUDIR={tmp / 'cpu'}\n"))
+    for n, state in online.items():
+        (tmp / "cpu" / f"cpu{n}").mkdir(parents=True)
+        (tmp / "cpu" / f"cpu{n}" / "online").write_text(f"{state}\n")
+
+
+def cpu_state(tmp: Path, n: int) -> str:
+    return (tmp / "cpu" / f"cpu{n}" / "online").read_text().strip()
+
+
+def lib_run(tmp: Path, code: str) -> subprocess.CompletedProcess[str]:
+    return run(tmp, f". {tmp / 'lib.sh'}\n{code}")
+
+
+def test_others_offline_and_back(tmp_path):
+    stage_cpus(tmp_path, {1: 1, 2: 1, 3: 0})
+    res = lib_run(tmp_path, "others_offline; for c in 1 2 3; do cat $CPUDIR/cpu$c/online; "
+                            "done; others_online; echo back")
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert res.stdout.split() == ["0", "0", "0", "back"]
+    # Only those it took offline come back: cpu3 was offline before.
+    assert [cpu_state(tmp_path, n) for n in (1, 2, 3)] == ["1", "1", "0"]
+
+
+def test_others_offline_fails_when_a_cpu_stays_online(tmp_path):
+    stage_cpus(tmp_path, {1: 1})
+    res = lib_run(tmp_path, "_cpu_write() { :; }; others_offline; echo not reached")
+    assert res.returncode == 1 and "not reached" not in res.stdout
+    assert f"FAIL: still online after others_offline: {tmp_path / 'cpu' / 'cpu1'}" in res.stdout
+
+
+def test_others_offline_fails_when_the_write_is_refused(tmp_path):
+    stage_cpus(tmp_path, {1: 1})
+    res = lib_run(tmp_path, "_cpu_write() { return 1; }; others_offline; echo not reached")
+    assert res.returncode == 1 and "cannot take" in res.stdout and "not reached" not in res.stdout
+
+
+def test_others_online_fails_when_a_cpu_does_not_come_back(tmp_path):
+    stage_cpus(tmp_path, {1: 1, 2: 1})
+    # In an EXIT trap, as the tests use it: the script's status becomes 1.
+    res = lib_run(tmp_path, "trap others_online EXIT; others_offline; "
+                            "_cpu_write() { [ \"$2\" = 1 ] && [ \"${1%/online}\" = "
+                            "\"$CPUDIR/cpu2\" ] && return 0; echo \"$2\" > \"$1\"; }; exit 0")
+    assert res.returncode == 1, res.stdout + res.stderr
+    assert "FAIL: online after others_online:" in res.stdout
+    assert cpu_state(tmp_path, 2) == "0"
+
+
+def test_others_online_without_offline_does_nothing(tmp_path):
+    stage_cpus(tmp_path, {1: 1})
+    res = lib_run(tmp_path, "others_online; echo fine")
+    assert res.returncode == 0 and res.stdout.strip() == "fine"

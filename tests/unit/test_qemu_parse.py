@@ -214,7 +214,7 @@ def test_read_console_stamps_lines_as_they_come():
     lines, times, err, rc = qemu.read_console(
         ["sh", "-c", "echo one; sleep 0.5; echo two; echo oops >&2; exit 3"], timeout=10)
     assert lines == ["one\n", "two\n"] and err == "oops\n" and rc == 3
-    assert 0.4 < times[1] - times[0] < 5
+    assert times[1] - times[0] > 0.4  # stamped on arrival, after the sleep
 
 
 def test_read_console_kills_at_timeout():

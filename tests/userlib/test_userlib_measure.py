@@ -14,7 +14,7 @@ def test_measure_here(simple_pmu):
     with simple_pmu.measure() as m:
         time.sleep(0.05)
         simple_pmu.known_loop(1000)
-    assert 50_000_000 <= m.time_ns < 2_000_000_000
+    assert m.time_ns >= 50_000_000  # at least the sleep (no upper bound: a busy machine)
     if best is None:
         assert m.backend is None
         assert m.cycles is None and m.instructions is None

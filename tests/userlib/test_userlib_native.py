@@ -8,7 +8,6 @@ import os
 import re
 import shutil
 import subprocess
-import time
 from pathlib import Path
 
 import pytest
@@ -56,34 +55,21 @@ def test_known_loop(simple_pmu):
         n.known_loop(0)
     with pytest.raises(OverflowError):
         n.known_loop(-1)
-    # It really loops: 10x the iterations takes clearly longer.
-    def cpu_time(iters):
-        t0 = time.thread_time_ns()
-        n.known_loop(iters)
-        return time.thread_time_ns() - t0
-    assert min(cpu_time(20_000_000) for _ in range(3)) > 3 * min(cpu_time(2_000_000)
-                                                                for _ in range(3))
+    # That it really loops 2 instructions an iteration is counted exactly in the arm64
+    # guests under -icount (26-python-measure-exact), not timed here (issue 21).
 
 
-def test_xor_loop_is_a_dependent_chain(simple_pmu):
+def test_xor_loop_arguments(simple_pmu):
     n = simple_pmu.native
     with pytest.raises(ValueError, match="50 or 250"):
         n.xor_loop(10, 100)
     with pytest.raises(ValueError, match="at least 1"):
         n.xor_loop(0, 50)
-
-    def fastest(length):
-        best = None
-        for _ in range(5):
-            t0 = time.thread_time_ns()
-            n.xor_loop(200_000, length)
-            t = time.thread_time_ns() - t0
-            best = t if best is None else min(best, t)
-        return best
-    # One XOR per cycle: 250 take about five times as long as 50 (loop overhead aside).
-    ratio = fastest(250) / fastest(50)
-    print(f"xor_loop 250/50 time ratio {ratio:.2f}")
-    assert 3.5 < ratio < 5.5
+    n.xor_loop(1, 50)
+    n.xor_loop(1, 250)
+    # That 250 XORs take five times the cycles of 50 is decided in the arm64 guests under
+    # -icount against the cycle counter (29-python-mhz) and the mhz tool (29-mhz-tool), not
+    # timed here: a busy machine moves any host timing (issue 21).
 
 
 def test_timer(simple_pmu):

@@ -87,14 +87,33 @@ def test_timer_works_and_its_rate_is_right(report, simple_pmu):
     timer = report.get("timer")
     assert timer.usable and timer.counters == ("ticks",)
     hz = timer.facts["frequency_hz"]
-    # Independent check over a longer interval than the probe's calibration.
+    # Independent check over a longer interval than the probe's calibration. Each end is
+    # a timer read bracketed by two clock reads (the tightest of 50): a preemption between
+    # the reads widens the bracket, and the bound below grows with it, so a busy machine
+    # cannot fail the check (issue 21: no wall-clock figure asserted).
     tsc, clock = simple_pmu.native.tsc, time.perf_counter_ns
-    t0, c0 = clock(), tsc()
+
+    def sample() -> tuple[int, float, int]:
+        best = None
+        for _ in range(50):
+            before, ticks, after = clock(), tsc(), clock()
+            if best is None or after - before < best[0]:
+                best = (after - before, (before + after) / 2, ticks)
+        assert best is not None
+        return best
+
+    w0, t0, c0 = sample()
     time.sleep(0.2)
-    t1, c1 = clock(), tsc()
+    w1, t1, c1 = sample()
     measured = (c1 - c0) * 1e9 / (t1 - t0)
-    print(f"timer: probe {hz} Hz ({timer.facts['frequency_source']}), check {measured:.0f} Hz")
-    assert abs(measured - hz) / hz < 0.01
+    # Each midpoint is off by at most half its bracket; 0.1% for the clocks' own rates
+    # (NTP slews CLOCK_MONOTONIC by at most 0.05%).
+    bound = 0.001 + (w0 + w1) / 2 / (t1 - t0)
+    if timer.facts["frequency_source"].startswith("estimated"):
+        bound += 0.01  # the probe's own 50 ms estimate, bracketed the same way
+    print(f"timer: probe {hz} Hz ({timer.facts['frequency_source']}), check {measured:.0f} Hz"
+          f" (brackets {w0} and {w1} ns, bound {bound:.3%})")
+    assert abs(measured - hz) / hz <= bound
 
 
 def test_faulting_driver_read_raises_and_process_lives(simple_pmu):
@@ -172,6 +191,7 @@ def test_probe_survives_a_driver_that_claims_access(simple_pmu, monkeypatch, tmp
         now = 1000.0
 
         def monotonic(self) -> float:
+            self.now += 1e-6  # a loop that never pauses still reaches its deadline
             return self.now
 
         def sleep(self, s: float) -> None:
@@ -193,7 +213,7 @@ def test_probe_survives_a_driver_that_claims_access(simple_pmu, monkeypatch, tmp
     # Retried until 2 * recheck_ms + RETRY_MARGIN_S after the first attempt, then no more
     # (one pause may end past the deadline), for all CPUs together.
     deadline = 2 * 0.1 + probe_mod.RETRY_MARGIN_S
-    assert deadline <= clock.now - 1000.0 <= deadline + probe_mod.RETRY_PAUSE_S
+    assert deadline <= clock.now - 1000.0 <= deadline + probe_mod.RETRY_PAUSE_S + 0.001
 
 
 def test_driver_span_without_access(simple_pmu):

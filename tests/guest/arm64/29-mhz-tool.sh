@@ -3,7 +3,8 @@
 # virtual clock, so both time their XOR loops on a clock nothing else moves once the
 # other CPUs are offline (others_offline), and must agree within 1% (both near 1000).
 # On the host the two tools run side by side in `invoke bench` (a table of spreads, no
-# assert). SKIP where the seed documents are not beside the checkout.
+# assert). SKIP where the seed documents are not beside the checkout. cpu1 is idle here;
+# it goes offline as a precaution, and before 30-33 (which do not depend on it).
 . /tests/lib.sh
 command -v seed-mhz >/dev/null || { echo "SKIP: the seed mhz tool is not built (shared/reference/seeds missing beside the checkout)"; exit 77; }
 trap others_online EXIT

@@ -125,19 +125,37 @@ pmuwin_exact() {
 # vCPU runs lands in this CPU's windows (above). A measurement that must repeat
 # exactly takes every other CPU offline first (PSCI CPU_OFF: that vCPU then runs
 # nothing at all) and puts them back after; others_online belongs in the caller's
-# EXIT trap. cpu0 is the one that stays: run the measurement there.
-others_offline() {
-	for _f in /sys/devices/system/cpu/cpu[1-9]*/online; do
-		[ -f "$_f" ] && [ "$(cat "$_f")" = 1 ] || continue
-		echo 0 > "$_f" || fail "cannot take ${_f%/online} offline"
-		_offlined="$_offlined $_f"
+# EXIT trap, and exits 1 if the CPUs do not all come back (a later test would
+# otherwise run on fewer CPUs without a word). cpu0 stays: measure there.
+CPUDIR=/sys/devices/system/cpu
+_online_others() { # the CPUs other than cpu0 that say they are online
+	for _f in $CPUDIR/cpu[1-9]*/online; do
+		[ -f "$_f" ] && [ "$(cat "$_f")" = 1 ] && echo "${_f%/online}"
 	done
-	[ "$(nproc)" = 1 ] || fail "other CPUs still online: $(cat /sys/devices/system/cpu/online)"
+}
+_cpu_write() { # FILE VALUE (one place for the write: the host's tests fake it)
+	echo "$2" > "$1"
+}
+others_offline() {
+	_online0=$(_online_others)
+	_offl_done=1
+	for _c in $_online0; do
+		_offlined="$_offlined $_c"
+		_cpu_write $_c/online 0 || fail "cannot take $_c offline"
+	done
+	[ -z "$(_online_others)" ] || fail "still online after others_offline: $(_online_others)"
 }
 
 others_online() {
-	for _f in $_offlined; do
-		echo 1 > "$_f" || echo "others_online: cannot put ${_f%/online} back online"
+	[ -n "${_offl_done:-}" ] || return 0
+	_offl_done=""
+	for _c in $_offlined; do
+		_cpu_write $_c/online 1 || echo "others_online: cannot put $_c back online"
 	done
 	_offlined=""
+	[ "$(_online_others)" = "$_online0" ] || {
+		echo "FAIL: online after others_online: $(_online_others | tr '\n' ' '), were:" \
+			"$(echo "$_online0" | tr '\n' ' ')"
+		exit 1
+	}
 }
