@@ -73,12 +73,18 @@ def sign(c, kdir, ko=None, key="", cert=""):
         print(line)
 
 
+# Seconds before a guest counts as hung. The arm64 main guest takes about 75 s on an idle
+# machine and was seen at 400 s with the load at 10 (a CI run beside four builds): the
+# bound must catch a hang, not a busy machine (issue 21).
+GUEST_TIMEOUT_S = 1500
+
+
 @task(name="test-qemu",
       help={"kernel": "suite or 'all'", "arch": "amd64, arm64 or 'all'",
             "timeout": "seconds per guest", "jobs": "guests run in parallel",
             "stress-cycles": "arm64 load/unload cycles on every kernel (default: 200 on"
                              " bookworm and the run's newest suite, 50 on the others)"})
-def test_qemu(c, kernel="all", arch="all", timeout=600, jobs=2, stress_cycles=""):
+def test_qemu(c, kernel="all", arch="all", timeout=GUEST_TIMEOUT_S, jobs=2, stress_cycles=""):
     """Build, boot each kernel under QEMU, run the in-guest suite: one line per test."""
     if not _run(commands.test_qemu, kernel, arch, float(timeout), int(jobs), stress_cycles):
         raise Exit(code=1)
@@ -168,5 +174,5 @@ def unit(c):
 def test(c):
     """The whole suite: lint; pytest beside test-package (bookworm, trixie, sid amd64 and
     bookworm arm64); then test-qemu on all 10 kernels."""
-    if not _run(commands.test_all, 600.0, 2):
+    if not _run(commands.test_all, float(GUEST_TIMEOUT_S), 2):
         raise Exit("invoke test failed", code=1)
