@@ -33,6 +33,7 @@ READBENCH = """\
 r=$(cat "$SYSFS_DIR/ring")
 n=$(cat "$T/count.$r" 2>/dev/null || echo 0); n=$((n + 1)); echo $n > "$T/count.$r"
 [ -f "$T/pua" ] && echo "ring=$r pua=$(cat "$T/pua")" >> "$T/seen"
+cat "$T/cpu/cpu1/online" >> "$T/cpu1"
 if [ $n -gt 1 ] && [ -f "$T/out.$r.2" ]; then cat "$T/out.$r.2"; else cat "$T/out.$r"; fi
 exit $(cat "$T/rc" 2>/dev/null || echo 0)
 """
@@ -76,6 +77,9 @@ def test_identical_counts_pass_with_the_goals_printed(tmp_path):
     assert seen[:4] == ["ring=2 pua=1"] * 2 + ["ring=3 pua=1"] * 2
     assert seen[-1] == "rmmod ring=2"
     assert (tmp_path / "pua").read_text() == "0\n"
+    # cpu1 offline while measuring (QEMU's count is global), online again after.
+    assert (tmp_path / "cpu1").read_text().split() == ["0"] * 4
+    assert (tmp_path / "cpu" / "cpu1" / "online").read_text().strip() == "1"
 
 
 @pytest.mark.parametrize("ring", [2, 3])

@@ -16,16 +16,24 @@ import pytest
 
 GUEST = Path(__file__).resolve().parents[2] / "tests" / "guest"
 SYSFS_LINE = "SYSFS=/sys/devices/system/simple-pmu/simple-pmu0\n"
+CPUDIR_LINE = "CPUDIR=/sys/devices/system/cpu\n"
 
 pytestmark = pytest.mark.skipif(shutil.which("bash") is None, reason="needs bash")
 
 
-def stage(tmp: Path) -> Path:
-    """lib.sh as /tests/lib.sh, with SYSFS under tmp; returns the fake bin directory."""
+def stage(tmp: Path, cpus: dict[int, int] | None = None) -> Path:
+    """lib.sh as /tests/lib.sh, with SYSFS under tmp and CPUDIR too (cpuN/online files
+    holding the given states; by default cpu1 online): a script run on the host must never
+    take the host's own CPUs offline. Returns the fake bin directory."""
     lib = (GUEST / "common" / "lib.sh").read_text()
     assert SYSFS_LINE in lib, "lib.sh no longer sets SYSFS where this harness expects"
+    assert CPUDIR_LINE in lib, "lib.sh no longer sets CPUDIR where this harness expects"
     (tmp / "sysfs").mkdir()
-    (tmp / "lib.sh").write_text(lib.replace(SYSFS_LINE, f"SYSFS={tmp / 'sysfs'}\n"))
+    (tmp / "lib.sh").write_text(lib.replace(SYSFS_LINE, f"SYSFS={tmp / 'sysfs'}\n")
+                                .replace(CPUDIR_LINE, f"CPUDIR={tmp / 'cpu'}\n"))
+    for n, state in (cpus if cpus is not None else {1: 1}).items():
+        (tmp / "cpu" / f"cpu{n}").mkdir(parents=True)
+        (tmp / "cpu" / f"cpu{n}" / "online").write_text(f"{state}\n")
     (tmp / "bin").mkdir()
     return tmp / "bin"
 
@@ -293,15 +301,7 @@ def test_kernel_log_clean_fails_on_a_warning(tmp_path, line):
 # --- others_offline / others_online (29-mhz-tool, 45-bench-icount) -----------------------
 
 def stage_cpus(tmp: Path, online: dict[int, int]) -> None:
-    """lib.sh with CPUDIR under tmp: cpuN/online files holding the given states."""
-    stage(tmp)
-    lib = (tmp / "lib.sh").read_text()
-    line = "CPUDIR=/sys/devices/system/cpu\n"
-    assert line in lib, "lib.sh no longer sets CPUDIR where this harness expects"
-    (tmp / "lib.sh").write_text(lib.replace(line, f"CPUDIR={tmp / 'cpu'}\n"))
-    for n, state in online.items():
-        (tmp / "cpu" / f"cpu{n}").mkdir(parents=True)
-        (tmp / "cpu" / f"cpu{n}" / "online").write_text(f"{state}\n")
+    stage(tmp, online)
 
 
 def cpu_state(tmp: Path, n: int) -> str:
