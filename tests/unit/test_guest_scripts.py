@@ -288,3 +288,31 @@ def test_kernel_log_clean_passes_on_a_clean_log(tmp_path):
 def test_kernel_log_clean_fails_on_a_warning(tmp_path, line):
     r = log_clean(tmp_path, CLEAN_LOG + line + "\n")
     assert r.returncode == 1 and "FAIL: kernel log:" in r.stdout and line in r.stdout
+
+
+# --- the article's program (39-article-program): SKIP only for the host's reason -------
+
+
+def article(tmp: Path, skip_reason: str | None) -> subprocess.CompletedProcess[str]:
+    """39-article-program.sh without an `article` program, with the host's article.skip
+    (what guest.initramfs writes when the seed is absent) or without it."""
+    stage(tmp)
+    (tmp / "data").mkdir()
+    if skip_reason is not None:
+        (tmp / "data" / "article.skip").write_text(skip_reason + "\n")
+    text = (GUEST / "arm64" / "39-article-program.sh").read_text()
+    assert "/tests/data/article.skip" in text
+    return run_script_text(tmp, text.replace("/tests/data/", f"{tmp}/data/"))
+
+
+def test_article_skips_with_the_hosts_reason(tmp_path):
+    res = article(tmp_path, "seed document /x/article.txt absent")
+    assert res.returncode == 77, res.stdout + res.stderr
+    assert res.stdout.splitlines()[-1] == "SKIP: seed document /x/article.txt absent"
+
+
+def test_article_missing_without_a_reason_fails(tmp_path):
+    """The seeds were there (no article.skip) but no program reached the guest: FAIL."""
+    res = article(tmp_path, None)
+    assert res.returncode == 1, res.stdout + res.stderr
+    assert res.stdout.splitlines()[-1].startswith("FAIL: article program missing")
