@@ -4,6 +4,7 @@ Everything lives under the cache (`apt/`): sources, lists, downloaded .debs.
 """
 
 import dataclasses
+import functools
 import json
 import os
 import re
@@ -63,12 +64,92 @@ class Package:
         return names
 
 
+# Suite names (less -updates, -backports, -security) that mark a source of the machine's
+# apt as Debian's archive: the matrix's, their neighbours and the release aliases.
+DEBIAN_SUITES = frozenset({"buster", "bullseye", "bookworm", "trixie", "forky", "duke", "sid",
+                           "experimental", "oldoldstable", "oldstable", "stable", "testing",
+                           "unstable"})
+# What a security archive's path is called beside the main archive's on a mirror.
+_SECURITY_PATH = "-security"
+
+
+def machine_sources(env: dict[str, str] | None = None) -> list[tuple[str, str]]:
+    """(archive URI, suite) of each `deb` source of the machine's own apt configuration
+    (one-line and deb822 files alike, as apt reads them; APT_CONFIG in `env` honoured),
+    in apt's order. Empty without apt."""
+    if not shutil.which("apt-get"):
+        return []
+    proc = subprocess.run(["apt-get", "indextargets", "--no-release-info", "--format",
+                           "$(TARGET_OF) $(REPO_URI) $(RELEASE)", "Created-By: Packages"],
+                          env=os.environ if env is None else env, capture_output=True,
+                          text=True)
+    out: list[tuple[str, str]] = []
+    for line in proc.stdout.splitlines():
+        kind, uri, suite = (line.split() + ["", "", ""])[:3]
+        row = (uri.rstrip("/"), suite)
+        if kind == "deb" and uri and row not in out:
+            out.append(row)
+    return out
+
+
+def debian_mirrors(sources: list[tuple[str, str]]) -> tuple[str | None, str | None]:
+    """The machine's Debian archive and Debian security archive among its apt sources: the
+    first source of a Debian suite, and the first of a -security suite (else the main
+    archive's sibling path, as mirrors lay them out: .../debian and .../debian-security)."""
+    main = security = None
+    for uri, suite in sources:
+        base, _, flavour = suite.partition("-")
+        if base not in DEBIAN_SUITES:
+            continue
+        if flavour == "security":
+            security = security or uri
+        else:
+            main = main or uri
+    if security is None and main is not None and main.endswith("/debian"):
+        security = main + _SECURITY_PATH
+    return main, security
+
+
 def mirrors() -> tuple[str, str]:
-    """Debian and Debian-security mirror URLs; overridable for tests of registry failures."""
-    return (
-        os.environ.get("SIMPLE_PMU_DEBIAN_MIRROR", "http://deb.debian.org/debian"),
-        os.environ.get("SIMPLE_PMU_SECURITY_MIRROR", "http://deb.debian.org/debian-security"),
-    )
+    """Debian's and Debian-security's archive URLs: from SIMPLE_PMU_DEBIAN_MIRROR and
+    SIMPLE_PMU_SECURITY_MIRROR when set, else from the machine's own apt sources, so a
+    local mirror or a caching proxy the machine uses is what the tooling uses too."""
+    main = os.environ.get("SIMPLE_PMU_DEBIAN_MIRROR")
+    security = os.environ.get("SIMPLE_PMU_SECURITY_MIRROR")
+    if main and security:
+        return main, security
+    found_main, found_security = _machine_mirrors(os.environ.get("APT_CONFIG", ""))
+    main = main or found_main
+    security = security or found_security
+    if not main or not security:
+        which = "SIMPLE_PMU_DEBIAN_MIRROR" if not main else "SIMPLE_PMU_SECURITY_MIRROR"
+        raise PipelineError(
+            f"no Debian {'archive' if not main else 'security archive'} among this machine's "
+            f"apt sources (apt-get indextargets lists none of Debian's suites): set {which} "
+            "to a Debian mirror's URL")
+    return main, security
+
+
+@functools.cache
+def _machine_mirrors(apt_config: str) -> tuple[str | None, str | None]:
+    # Once per process (and APT_CONFIG): every apt call writes the private configuration.
+    return debian_mirrors(machine_sources())
+
+
+@functools.cache
+def _machine_proxies(apt_config: str) -> tuple[str, ...]:
+    return tuple(machine_proxy_settings())
+
+
+def machine_proxy_settings(env: dict[str, str] | None = None) -> list[str]:
+    """The machine's Acquire::<protocol>::Proxy settings (apt-config dump lines): the
+    private configuration reads none of /etc/apt/apt.conf.d, so they are carried over."""
+    if not shutil.which("apt-config"):
+        return []
+    proc = subprocess.run(["apt-config", "dump"], env=os.environ if env is None else env,
+                          capture_output=True, text=True)
+    return [ln for ln in proc.stdout.splitlines()
+            if re.match(r"Acquire::(https?|ftp)::Proxy(-Auto-Detect)?(::\S+)? ", ln)]
 
 
 class PrivateApt:
@@ -105,6 +186,7 @@ class PrivateApt:
             'Acquire::Check-Valid-Until "false";\n'
             'Acquire::Retries "2";\n'
             'Acquire::http::Timeout "30";\n'
+            + "".join(f"{ln}\n" for ln in _machine_proxies(os.environ.get("APT_CONFIG", "")))
         )
         return conf
 

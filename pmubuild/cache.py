@@ -2,6 +2,7 @@
 
 import fcntl
 import os
+import re
 import shutil
 import uuid
 from collections.abc import Iterator
@@ -42,12 +43,15 @@ def ensure_free_space(path: Path, need_mb: int, what: str) -> None:
         )
 
 
-def remove_stale_partials(parent: Path) -> None:
-    """Entries left by an interrupted run are never used: delete them."""
+def remove_stale_partials(parent: Path, entry: str = "") -> None:
+    """Entries left by an interrupted run are never used: delete them. With `entry`, only
+    the scratch directories of that entry (atomic_dir's), for a caller that holds the
+    entry's lock while others may be assembling other entries of the same parent."""
     if not parent.is_dir():
         return
+    mine = re.compile(re.escape(f"{PARTIAL_PREFIX}{entry}-") + "[0-9a-f]{8}")
     for child in parent.iterdir():
-        if child.name.startswith(PARTIAL_PREFIX):
+        if mine.fullmatch(child.name) if entry else child.name.startswith(PARTIAL_PREFIX):
             shutil.rmtree(child, ignore_errors=True)
 
 

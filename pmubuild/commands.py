@@ -5,6 +5,7 @@ import signal
 import subprocess
 import sys
 import time
+import xml.etree.ElementTree as ET
 from pathlib import Path
 
 from . import build, compat, kernels, matrix, matrixrun, signing
@@ -118,9 +119,9 @@ def build_suite(kernel: str, arch: str, w1: bool) -> list[build.BuildResult]:
 
 def test_qemu(kernel: str, arch: str, timeout: float, jobs: int,
               stress_cycles: str = "", steps: matrixrun.Steps | None = None,
-              apt: PrivateApt | None = None) -> bool:
-    """Run the matrix and print its report; True when nothing failed. steps and apt: fakes
-    for tests."""
+              apt: PrivateApt | None = None, skips: list[str] | None = None) -> bool:
+    """Run the matrix and print its report; True when nothing failed. The SKIP lines, with
+    their reasons, are appended to `skips` when given. steps and apt: fakes for tests."""
     combos = matrix.expand(kernel, arch)
     cycles = None
     if stress_cycles != "":
@@ -142,6 +143,8 @@ def test_qemu(kernel: str, arch: str, timeout: float, jobs: int,
         print(f"  {line}")
     print(f"test-qemu: {len(results)} kernel(s), wall time {time.monotonic() - start:.0f}s")
     print(f"{passed} passed, {failed} failed" + (f", {skipped} skipped" if skipped else ""))
+    if skips is not None:
+        skips.extend(matrixrun.skipped(results))
     return failed == 0
 
 
@@ -168,13 +171,52 @@ def checkpatch() -> list[str]:
     return checkpatch_mod.run()
 
 
+def pytest_skips(junit_xml: Path) -> list[str]:
+    """"pytest MODULE::TEST: reason" for each skipped test of a pytest --junitxml report."""
+    out = []
+    for case in ET.parse(junit_xml).iter("testcase"):
+        skip = case.find("skipped")
+        if skip is not None:
+            reason = " ".join(skip.get("message", "").split())
+            out.append(f"pytest {case.get('classname')}::{case.get('name')}: {reason}")
+    return out
+
+
+def package_summary(log_lines: list[str]) -> list[str]:
+    """test-package's summary in its log: its per-chroot heads and PASS/FAIL/SKIP lines."""
+    return [x for x in log_lines if x.startswith(("test-package ", "  PASS", "  FAIL", "  SKIP"))]
+
+
+def package_skips(log_lines: list[str]) -> list[str]:
+    """"test-package SUITE ARCH: reason" for each "  SKIP: reason" line of its log."""
+    out, head = [], "test-package"
+    for line in log_lines:
+        if line.startswith("test-package ") and line.endswith(":"):
+            head = line[:-1]
+        elif line.startswith("  SKIP"):
+            out.append(f"{head}: {line.strip().removeprefix('SKIP').lstrip(': ')}")
+    return out
+
+
+def skip_summary(skips: list[str]) -> list[str]:
+    """The checks that could not run here, each with its reason, for the end of
+    `invoke test`: skipped, so neither passed nor failed."""
+    if not skips:
+        return ["skipped checks: none"]
+    return [f"skipped checks ({len(skips)}; not counted as passed):",
+            *(f"  SKIP {s}" for s in skips)]
+
+
 def test_all(timeout: float, jobs: int) -> bool:
     """`invoke test` after lint: the Debian packaging tests start in the background (at a
     lower CPU priority: mostly apt, dpkg and DKMS builds), pytest and then test-qemu run in
     the foreground; the packaging tests' output goes to a log file, their summary to the
     terminal at the end."""
     log = REPO / "build" / "test-package.log"
+    junit = REPO / "build" / "pytest-junit.xml"
     log.parent.mkdir(parents=True, exist_ok=True)
+    junit.unlink(missing_ok=True)
+    skips: list[str] = []
     start = time.monotonic()
     with open(log, "w") as f:
         say("test-package: bookworm, trixie, sid (amd64), bookworm (arm64), bullseye (refusal)"
@@ -183,10 +225,15 @@ def test_all(timeout: float, jobs: int) -> bool:
                                cwd=REPO, stdout=f, stderr=subprocess.STDOUT,
                                start_new_session=True)
         try:
-            unit_ok = subprocess.run([sys.executable, "-m", "pytest", "-q", "tests"],
+            # -rs: pytest ends with each skip's reason; the junit report keeps them for
+            # the summary at the very end.
+            unit_ok = subprocess.run([sys.executable, "-m", "pytest", "-q", "-rs",
+                                      f"--junitxml={junit}", "tests"],
                                      cwd=REPO).returncode == 0
+            if junit.is_file():
+                skips += pytest_skips(junit)
             say(f"pytest done after {time.monotonic() - start:.0f}s")
-            qemu_ok = test_qemu("all", "all", timeout, jobs)
+            qemu_ok = test_qemu("all", "all", timeout, jobs, skips=skips)
             if pkg.poll() is None:
                 say(f"test-qemu done after {time.monotonic() - start:.0f}s; "
                     "waiting for test-package")
@@ -196,8 +243,10 @@ def test_all(timeout: float, jobs: int) -> bool:
                 os.killpg(pkg.pid, signal.SIGKILL)
     lines = log.read_text(errors="replace").splitlines()
     say(f"test-package done after {time.monotonic() - start:.0f}s:")
-    summary = [x for x in lines if x.startswith(("test-package ", "  PASS", "  FAIL"))]
+    summary = package_summary(lines)
     for line in summary if pkg_ok else summary + ["--- end of its log:", *lines[-40:]]:
+        print(line)
+    for line in skip_summary(skips + package_skips(lines)):
         print(line)
     if not unit_ok:
         print("pytest failed (output above)")

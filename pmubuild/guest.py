@@ -80,11 +80,21 @@ def compile_programs(arch: str, out_dir: Path) -> list[Path]:
 ARTICLE = REPO.parent / "shared" / "reference" / "seeds" / "arm64-pmu-user-access-article.txt"
 
 
+def article_missing() -> str | None:
+    """Why the article's program cannot be built (the seed is not beside the checkout: a
+    plain clone), or None when it can. The guest gets this as tests/data/article.skip and
+    reports SKIP with it; without that file a missing program is a FAIL."""
+    if ARTICLE.is_file():
+        return None
+    return (f"seed document {ARTICLE} absent (the seeds sit beside the project's own "
+            "checkout, not in a clone)")
+
+
 def article_program(out_dir: Path) -> Path | None:
     """The user program of the arm64 article (section 3), unchanged, as article.c; the
     seed sits in the shared reference beside the checkout, not in this repository.
-    None when the reference is absent (the in-guest test then reports SKIP)."""
-    if not ARTICLE.exists():
+    None when the reference is absent (see article_missing)."""
+    if article_missing() is not None:
         return None
     text = ARTICLE.read_text()
     start = text.index("#define _GNU_SOURCE")
@@ -101,11 +111,20 @@ def article_program(out_dir: Path) -> Path | None:
 SEED_MHZ = REPO.parent / "shared" / "reference" / "seeds" / "mhz" / "mhz.c"
 
 
+def seed_mhz_missing() -> str | None:
+    """Why the mhz tool cannot be built (not beside the checkout), or None when it can;
+    the guest gets it as tests/data/seed-mhz.skip, as for the article."""
+    if SEED_MHZ.is_file():
+        return None
+    return (f"seed document {SEED_MHZ} absent (the seeds sit beside the project's own "
+            "checkout, not in a clone)")
+
+
 def seed_mhz_program(out_dir: Path) -> Path | None:
     """Willy Tarreau's mhz tool as seed-mhz.c, unchanged (tests/guest/arm64/
     29-mhz-tool.sh compares it with simple-pmu mhz on QEMU's virtual clock). None when
-    the seeds are not beside the checkout (that comparison then reports SKIP)."""
-    if not SEED_MHZ.exists():
+    the seeds are not beside the checkout (see seed_mhz_missing)."""
+    if seed_mhz_missing() is not None:
         return None
     src = out_dir / "seed-mhz.c"
     code = SEED_MHZ.read_text()
@@ -234,6 +253,10 @@ def initramfs(spec: GuestSpec, apt: PrivateApt, out: Path) -> Path:
         entries.append(cpio.file(f"lib/modules/{spec.release}/modules.dep",
                                  b"extra/simple-pmu.ko:\n"))
     entries.append(cpio.directory("tests/data"))
+    for name, missing in (("article", article_missing), ("seed-mhz", seed_mhz_missing)):
+        skip = missing() if spec.arch == "arm64" else None
+        if skip:
+            entries.append(cpio.file(f"tests/data/{name}.skip", skip.encode() + b"\n"))
     for prog in compile_programs(spec.arch, REPO / "build" / f"guest-{spec.arch}"):
         entries.append(cpio.file(f"tests/bin/{prog.name}", prog.read_bytes(), executable=True))
         layout = loop_layout(prog) if spec.arch == "arm64" else None

@@ -292,8 +292,12 @@ def rdpmc_always(event_source: Path, pmus: Sequence[str],
 
 
 def _git_commit() -> str | None:
-    proc = subprocess.run(["git", "-C", str(REPO), "describe", "--always", "--dirty",
-                           "--abbrev=12"], capture_output=True, text=True)
+    """The checkout's commit; None outside a git checkout or without git installed."""
+    try:
+        proc = subprocess.run(["git", "-C", str(REPO), "describe", "--always", "--dirty",
+                               "--abbrev=12"], capture_output=True, text=True)
+    except OSError:
+        return None
     return proc.stdout.strip() or None if proc.returncode == 0 else None
 
 

@@ -162,6 +162,13 @@ def report(results: list[ComboResult]) -> list[str]:
     return lines
 
 
+def skipped(results: list[ComboResult]) -> list[str]:
+    """One line per guest script that reported SKIP, with its reason: a check that could
+    not run here (e.g. a seed document absent from a plain clone). Never counted passed."""
+    return [f"test-qemu {r.suite}/{r.arch} {t.name}: {t.detail}"
+            for r in results for t in r.results if t.verdict == "SKIP"]
+
+
 def _stages(timings: list[tuple[str, float]]) -> str:
     """"prepare 4s, main guest 39s [initramfs 12s, boot 8s]": a stage's parts ("main
     guest: boot") in brackets after it."""

@@ -8,10 +8,14 @@ archive followed by the small per-guest one (which holds simple_pmu, rebuilt eac
 """
 
 import hashlib
+import re
 import shutil
 import subprocess
 import sys
 from pathlib import Path
+
+from elftools.elf.elffile import ELFFile
+from elftools.elf.gnuversions import GNUVerNeedSection
 
 from . import cache, cpio
 from .apt import Package, PrivateApt
@@ -88,18 +92,33 @@ def _precompile(root: Path) -> None:
 
 
 def headers(apt: PrivateApt, arch: str) -> Path:
-    """usr/include of libpython3.11-dev for `arch` (pyconfig.h differs per arch)."""
-    pkg = _newest(apt, DEV_PACKAGE, arch)
-    final = cache.subdir("guest") / f"pydev-{arch}-{pkg.version}"
+    """usr/include of libpython3.11-dev for `arch` (pyconfig.h differs per arch) and of
+    the guest's own libc6-dev: the extension must not ask for a newer glibc than the
+    guest's (a Debian 13 host's glibc 2.41 headers turn strtol into __isoc23_strtol,
+    GLIBC_2.38, which bookworm's 2.36 lacks)."""
+    pkgs = [_newest(apt, DEV_PACKAGE, arch), _newest(apt, "libc6-dev", arch)]
+    final = cache.subdir("guest") / f"pydev-{arch}-{pkgs[0].version}-libc{pkgs[1].version}"
     inc = final / "usr" / "include"
     if inc.is_dir():
         return inc
     with cache.locked("guest-python"):
         if not inc.is_dir():
-            (deb,) = apt.download([pkg])
+            debs = apt.download(pkgs)
             with cache.atomic_dir(final) as tmp:
-                _extract([deb], tmp)
+                _extract(debs, tmp)
     return inc
+
+
+def glibc_needed(so: Path) -> tuple[int, ...]:
+    """The newest GLIBC_x.y symbol version a shared object needs; () for none."""
+    with open(so, "rb") as f:
+        sec = ELFFile(f).get_section_by_name(".gnu.version_r")
+        if not isinstance(sec, GNUVerNeedSection):
+            return ()
+        found = [tuple(int(x) for x in aux.name.removeprefix("GLIBC_").split("."))
+                 for _, auxes in sec.iter_versions() for aux in auxes
+                 if re.fullmatch(r"GLIBC_\d+(\.\d+)*", aux.name)]
+    return max(found, default=())
 
 
 def extension(apt: PrivateApt, arch: str, out_dir: Path) -> Path:
@@ -109,18 +128,33 @@ def extension(apt: PrivateApt, arch: str, out_dir: Path) -> Path:
     cc = "gcc" if arch == "amd64" else f"{triplet}-gcc"
     so = out_dir / f"_native.cpython-311-{triplet}.so"
     sources = [USERLIB / "_native.c", REPO / "include" / "cycles.h"]
-    if so.exists() and so.stat().st_mtime >= max(s.stat().st_mtime for s in sources):
+    libc = _newest(apt, "libc6", arch).version
+    if so.exists() and so.stat().st_mtime >= max(s.stat().st_mtime for s in sources) \
+            and glibc_needed(so) <= _upstream(libc):
         return so
     inc = headers(apt, arch)
     out_dir.mkdir(parents=True, exist_ok=True)
     tmp = so.with_name(f".{so.name}.tmp")
-    proc = subprocess.run([cc, "-O2", "-Wall", "-Werror", "-shared", "-fPIC", f"-I{inc}",
+    # The guest's libc headers before the compiler's own (-isystem comes first).
+    proc = subprocess.run([cc, "-O2", "-Wall", "-Werror", "-shared", "-fPIC",
+                           "-isystem", str(inc), "-isystem", str(inc / triplet),
                            f"-I{inc}/python3.11", f"-I{REPO / 'include'}", "-o", str(tmp),
                            str(sources[0])], capture_output=True, text=True)
     if proc.returncode != 0:
         raise PipelineError(f"building simple_pmu._native for {arch} failed:\n{proc.stderr}")
+    need = glibc_needed(tmp)
+    if need > _upstream(libc):
+        tmp.unlink()
+        raise PipelineError(f"simple_pmu._native for {arch} needs GLIBC_"
+                            f"{'.'.join(map(str, need))}, newer than the guest's libc6 {libc}")
     tmp.rename(so)
     return so
+
+
+def _upstream(version: str) -> tuple[int, ...]:
+    """2.36 of "2.36-9+deb12u10"."""
+    m = re.match(r"(?:\d+:)?(\d+(?:\.\d+)*)", version)
+    return tuple(int(x) for x in m.group(1).split(".")) if m else ()
 
 
 def package_entries(apt: PrivateApt, arch: str, out_dir: Path) -> list[cpio.Entry]:

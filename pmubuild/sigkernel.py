@@ -72,16 +72,22 @@ def source(apt: PrivateApt) -> tuple[str, Path]:
     tree = final / "linux"
     if (tree / "Makefile").exists():
         return pkg.version, tree
-    cache.remove_stale_partials(final.parent)
-    cache.ensure_free_space(final.parent, 2500, f"the {pkg.name} source tree")
-    (deb,) = apt.download([pkg])
-    with step(f"extracting {pkg.name} {pkg.version} (1.5 GB)"), cache.atomic_dir(final) as tmp:
-        subprocess.run(["dpkg-deb", "-x", str(deb), str(tmp / "deb")], check=True)
-        (tarball,) = (tmp / "deb" / "usr" / "src").glob("linux-source-*.tar.xz")
-        (tmp / "linux").mkdir()
-        subprocess.run(["tar", "-xJf", str(tarball), "-C", str(tmp / "linux"),
-                        "--strip-components=1"], check=True)
-        shutil.rmtree(tmp / "deb")
+    # Two runs at once (a CI run beside a developer's) extract it once, and neither
+    # deletes the other's scratch directory as stale.
+    with cache.locked("sigkernel-src"):
+        if (tree / "Makefile").exists():
+            return pkg.version, tree
+        cache.remove_stale_partials(final.parent, final.name)
+        cache.ensure_free_space(final.parent, 2500, f"the {pkg.name} source tree")
+        (deb,) = apt.download([pkg])
+        with step(f"extracting {pkg.name} {pkg.version} (1.5 GB)"), \
+                cache.atomic_dir(final) as tmp:
+            subprocess.run(["dpkg-deb", "-x", str(deb), str(tmp / "deb")], check=True)
+            (tarball,) = (tmp / "deb" / "usr" / "src").glob("linux-source-*.tar.xz")
+            (tmp / "linux").mkdir()
+            subprocess.run(["tar", "-xJf", str(tarball), "-C", str(tmp / "linux"),
+                            "--strip-components=1"], check=True)
+            shutil.rmtree(tmp / "deb")
     return pkg.version, tree
 
 
@@ -110,7 +116,7 @@ def ensure(apt: PrivateApt, arch: str) -> SigKernel:
     final = cache.subdir("sigkernel") / f"{arch}-{version}-{digest}"
     with cache.locked(f"sigkernel-{arch}"):
         if not (final / "out" / IMAGE[arch]).exists():
-            cache.remove_stale_partials(final.parent)
+            cache.remove_stale_partials(final.parent, final.name)
             cache.ensure_free_space(final.parent, 1500, f"a {arch} signature-enforcing kernel")
             with step(f"building a {arch} kernel that enforces module signatures "
                       f"(linux-source {version}, tinyconfig; about 3-4 minutes once)"), \

@@ -51,6 +51,18 @@ def test_remove_stale_partials_only_touches_partials(tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["done-entry", "file.txt"]
 
 
+def test_remove_stale_partials_of_one_entry_spares_the_others(tmp_path):
+    """Another process may be assembling another entry of the same directory (sigkernel/
+    holds the source tree and each arch's kernel, under different locks)."""
+    with cache.atomic_dir(tmp_path / "src-6.1") as other:
+        (tmp_path / f"{cache.PARTIAL_PREFIX}arm64-6.1-0123abcd").mkdir()
+        (tmp_path / f"{cache.PARTIAL_PREFIX}arm64-6.1-x-0123abcd").mkdir()
+        cache.remove_stale_partials(tmp_path, "arm64-6.1")
+        assert other.is_dir()
+        assert sorted(p.name for p in tmp_path.iterdir()) == sorted([
+            other.name, f"{cache.PARTIAL_PREFIX}arm64-6.1-x-0123abcd"])
+
+
 def test_remove_stale_partials_missing_parent_is_fine(tmp_path):
     cache.remove_stale_partials(tmp_path / "absent")
     assert not (tmp_path / "absent").exists()

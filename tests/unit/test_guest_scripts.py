@@ -350,3 +350,73 @@ def test_others_online_without_offline_does_nothing(tmp_path):
     stage_cpus(tmp_path, {1: 1})
     res = lib_run(tmp_path, "others_online; echo fine")
     assert res.returncode == 0 and res.stdout.strip() == "fine"
+
+
+# --- the article's program (39-article-program): SKIP only for the host's reason -------
+
+
+def article(tmp: Path, skip_reason: str | None, script: str = "39-article-program.sh",
+            name: str = "article") -> subprocess.CompletedProcess[str]:
+    """A seed program's script (39-article-program.sh, 29-mhz-tool.sh) without its
+    program, with the host's NAME.skip (what guest.initramfs writes when the seed is
+    absent) or without it."""
+    stage(tmp)
+    (tmp / "data").mkdir()
+    if skip_reason is not None:
+        (tmp / "data" / f"{name}.skip").write_text(skip_reason + "\n")
+    text = (GUEST / "arm64" / script).read_text()
+    assert f"/tests/data/{name}.skip" in text
+    return run_script_text(tmp, text.replace("/tests/data/", f"{tmp}/data/"))
+
+
+def test_article_skips_with_the_hosts_reason(tmp_path):
+    res = article(tmp_path, "seed document /x/article.txt absent")
+    assert res.returncode == 77, res.stdout + res.stderr
+    assert res.stdout.splitlines()[-1] == "SKIP: seed document /x/article.txt absent"
+
+
+def test_article_missing_without_a_reason_fails(tmp_path):
+    """The seeds were there (no article.skip) but no program reached the guest: FAIL."""
+    res = article(tmp_path, None)
+    assert res.returncode == 1, res.stdout + res.stderr
+    assert res.stdout.splitlines()[-1].startswith("FAIL: article program missing")
+
+
+def test_mhz_tool_skips_with_the_hosts_reason(tmp_path):
+    res = article(tmp_path, "seed document /x/mhz.c absent", "29-mhz-tool.sh", "seed-mhz")
+    assert res.returncode == 77, res.stdout + res.stderr
+    assert res.stdout.splitlines()[-1] == "SKIP: seed document /x/mhz.c absent"
+
+
+def test_mhz_tool_missing_without_a_reason_fails(tmp_path):
+    res = article(tmp_path, None, "29-mhz-tool.sh", "seed-mhz")
+    assert res.returncode == 1, res.stdout + res.stderr
+    assert res.stdout.splitlines()[-1].startswith("FAIL: seed-mhz missing")
+
+
+# --- exact_batch: the other vCPU only adds (lib.sh) -------------------------------------
+
+def batches(tmp: Path, *outputs: str) -> subprocess.CompletedProcess[str]:
+    """exact_batch L 2000 3 counts, where `counts` prints the given batches in turn."""
+    bindir = stage(tmp)
+    for i, out in enumerate(outputs, 1):
+        (tmp / f"batch.{i}").write_text(out)
+    fake(bindir, "counts", f'n=$(cat {tmp}/n 2>/dev/null || echo 0); n=$((n + 1)); '
+                           f'echo $n > {tmp}/n; cat {tmp}/batch.$n\n')
+    return lib_run(tmp, "exact_batch L 2000 3 counts")
+
+
+def test_exact_batch_retries_a_disturbance_of_any_size(tmp_path):
+    res = batches(tmp_path, "2000\n37206\n2000\n", "2000\n2000\n2000\n")
+    assert res.returncode == 0, res.stdout
+    assert "try 1 disturbed: +35206" in res.stdout and "2000 on every run (try 2)" in res.stdout
+
+
+def test_exact_batch_fails_below_the_expected_count(tmp_path):
+    res = batches(tmp_path, "2000\n1999\n2000\n")
+    assert res.returncode == 1 and "1999, fewer than the 2000 expected" in res.stdout
+
+
+def test_exact_batch_fails_when_never_clean(tmp_path):
+    res = batches(tmp_path, *["2000\n2016\n2000\n"] * 10)
+    assert res.returncode == 1 and "no undisturbed batch in 10 tries" in res.stdout

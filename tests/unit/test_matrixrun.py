@@ -187,6 +187,24 @@ def test_exit_status_one_failed_script(capsys):
     assert "FAIL    2.0s exact-counts" in out and "| FAIL: exact-counts broke" in out
 
 
+def test_a_skipped_script_is_neither_passed_nor_failed(capsys):
+    """A guest script that cannot run here (exit 77: e.g. the article's seed absent from a
+    plain clone) reports SKIP with its reason: the run stays green, the script is counted
+    skipped, not passed, and its reason is handed on for `invoke test`'s summary."""
+    fake = FakeSteps(lambda s, a, p, names: console_of(
+        names, {"article-program": "SKIP"} if a == "arm64" else {}))
+    skips: list[str] = []
+    ok = commands.test_qemu("trixie", "all", 600, 2, steps=fake.steps(), apt=object(),
+                            skips=skips)
+    out = capsys.readouterr().out
+    assert ok
+    total = len(guest.manifest("amd64")) + sum(len(guest.manifest("arm64", p.name))
+                                               for p in guest.PROFILES["arm64"])
+    assert f"{total - 1} passed, 0 failed, 1 skipped" in out
+    assert "SKIP  " in out and "article-program: article-program said so" in out
+    assert skips == ["test-qemu trixie/arm64 article-program: article-program said so"]
+
+
 def test_exit_status_missing_report_only(capsys):
     """Every result PASS, but one guest left a script out: the command fails."""
     fake = FakeSteps(lambda s, a, p, names: console_of(

@@ -32,11 +32,15 @@ def test_stage_script_parses(shell):
     assert res.returncode == 0, res.stderr
 
 
-def test_sources_name_every_apt_suite_of_the_kernel():
+def test_sources_name_every_apt_suite_of_the_kernel(monkeypatch):
+    # The mirrors are the machine's (pmubuild.apt.mirrors, tested in test_apt_mirrors);
+    # made-up ones here.
+    monkeypatch.setenv("SIMPLE_PMU_DEBIAN_MIRROR", "http://mirror.invalid/debian")
+    monkeypatch.setenv("SIMPLE_PMU_SECURITY_MIRROR", "http://mirror.invalid/debian-security")
     assert pkgtest.sources("bookworm").splitlines() == [
-        "deb http://deb.debian.org/debian bookworm main",
-        "deb http://deb.debian.org/debian-security bookworm-security main"]
-    assert pkgtest.sources("sid").splitlines() == ["deb http://deb.debian.org/debian sid main"]
+        "deb http://mirror.invalid/debian bookworm main",
+        "deb http://mirror.invalid/debian-security bookworm-security main"]
+    assert pkgtest.sources("sid").splitlines() == ["deb http://mirror.invalid/debian sid main"]
 
 
 def test_stage_script_fails_in_the_shell_not_a_subshell():

@@ -7,8 +7,9 @@ from pmubuild.apt import PrivateApt
 from pmubuild.errors import PipelineError
 from pmubuild.matrix import SUITES
 
-MAIN = "deb.debian.org_debian"
-SEC = "deb.debian.org_debian-security"
+# List file names as apt makes them from a mirror's URL (made-up mirror).
+MAIN = "mirror.invalid_debian"
+SEC = "mirror.invalid_debian-security"
 
 
 def stanza(name, version, arch, depends="", source="linux", filename=None):

@@ -3,11 +3,11 @@
 One `python -m build` per session, from a copy of the checkout (sdist, then the wheel
 built from that sdist, as `build` does by default), with the newest setuptools. Then, in
 fresh venvs: pip installs the sdist (isolated build, newest setuptools), the wheel, and
-the sdist and the checkout with `--no-build-isolation` under Debian 12's own
-python3-setuptools (66): a venv of /usr/bin/python3 with --system-site-packages, so the
-build uses exactly what a Debian package build uses, Debian patches included (PyPI's
-setuptools==66.1.1 would not be that). After each install `simple-pmu status` must run and
-`simple_pmu._native` must import from the venv.
+the sdist and the checkout with `--no-build-isolation` under Debian's own
+python3-setuptools (66 on Debian 12, 78 on 13): a venv of /usr/bin/python3 with
+--system-site-packages, so the build uses exactly what a Debian package build uses, Debian
+patches included (PyPI's setuptools of that version would not be that). After each install
+`simple-pmu status` must run and `simple_pmu._native` must import from the venv.
 
 pip runs offline (--no-index, no cache, no host pip configuration) on the built artifacts
 and a wheelhouse holding the newest setuptools, downloaded once per session, so every
@@ -213,15 +213,28 @@ def test_install_debian_setuptools(dists, tmp_path, source):
                "import setuptools; print(setuptools.__version__, setuptools.__file__)"])
     assert res.returncode == 0, output(res)
     version, path = res.stdout.split()
-    assert version.startswith("66.") and Path(path).is_relative_to(DEBIAN_DIST_PACKAGES), \
+    assert version == debian_setuptools() and Path(path).is_relative_to(DEBIAN_DIST_PACKAGES), \
         res.stdout
     target = dists.sdist if source == "sdist" else dists.checkout / "userlib"
     pip_install(dists, env_dir, "--no-build-isolation", target)
     check_installed(dists, env_dir)
     meta = installed_metadata(env_dir)
-    # Metadata as setuptools 66 writes it: the build did not use a newer one.
-    assert meta.startswith("Metadata-Version: 2.1\n") and "\nLicense: GPL-2.0-only\n" in meta, \
-        meta
+    # Metadata as Debian's setuptools writes it: the build did not use a newer one.
+    # Debian 12's 66 writes "License:"; 77 and later (Debian 13's 78) PEP 639's field.
+    if int(version.split(".")[0]) < 77:
+        assert meta.startswith("Metadata-Version: 2.1\n") and "\nLicense: GPL-2.0-only\n" in meta, \
+            meta
+    else:
+        assert meta.startswith("Metadata-Version: 2.4\n") and \
+            "\nLicense-Expression: GPL-2.0-only\n" in meta, meta
+
+
+def debian_setuptools() -> str:
+    """The upstream version of the installed python3-setuptools (66.1.1 on Debian 12,
+    78.1.1 on Debian 13), as dpkg knows it."""
+    res = run(["dpkg-query", "-W", "-f=${Version}", "python3-setuptools"])
+    assert res.returncode == 0, output(res)
+    return re.sub(r"^\d+:|-[^-]*$", "", res.stdout.strip())
 
 
 def test_sdist_without_header_fails(dists, tmp_path):

@@ -21,12 +21,14 @@ def test_cross_build_arm64(tmp_path):
     if shutil.which(CROSS_CC) is None:
         pytest.fail(f"{CROSS_CC} not installed (./devenv installs gcc-aarch64-linux-gnu)")
     # The guest build uses pyconfig.h of libpython3.11-dev:arm64 (not installed here).
-    # The host's stands in, under the multiarch path pyconfig.h includes: the same
-    # LP64 ABI, and only _native.c's own code is under test.
+    # The host's stands in, under the multiarch path the host's pyconfig.h includes
+    # (python3.11 on Debian 12, python3.13 on 13): the same LP64 ABI, and only
+    # _native.c's own code is under test.
+    pyver = Path(PY_INCLUDE).name
     shim = tmp_path / "pyinc"
-    target = shim / "aarch64-linux-gnu" / "python3.11"
+    target = shim / "aarch64-linux-gnu" / pyver
     target.mkdir(parents=True)
-    host_cfg = Path(PY_INCLUDE).parent / "x86_64-linux-gnu" / "python3.11" / "pyconfig.h"
+    host_cfg = Path(PY_INCLUDE).parent / "x86_64-linux-gnu" / pyver / "pyconfig.h"
     if not host_cfg.is_file():
         pytest.skip(f"host pyconfig.h not at {host_cfg}")
     shutil.copy(host_cfg, target / "pyconfig.h")

@@ -8,13 +8,14 @@
 settle
 # A window the other vCPU disturbed (QEMU's global instruction count, README) makes
 # cyclesh report "differs between runs": only that is tried again, seven times at most.
-# Retried only if every value of the line is at or above the smallest and less
-# than 20000 above it: the other vCPU's work only ever adds.
+# The other vCPU's work only ever adds, by no bounded amount (seen: +35206 under host
+# load): a line is a disturbance when at least half its values are its smallest; a
+# counter that really moved would not keep returning one value.
 for try in 1 2 3 4 5 6 7 8; do
 	out=$(cyclesh exact) && { echo "$out"; exit 0; }
 	line=$(echo "$out" | grep -m1 'differs between runs') || { echo "$out"; exit 1; }
 	echo "${line#*: }" | tr ' ' '\n' | grep -E '^[0-9]+$' | sort -n |
-		awk 'NR == 1 { lo = $1 } $1 - lo >= 20000 { bad = 1 } END { exit bad || NR == 0 }' ||
+		awk 'NR == 1 { lo = $1 } $1 == lo { same++ } END { exit NR == 0 || same * 2 < NR }' ||
 		fail "not a QEMU disturbance: $line"
 	echo "try $try disturbed: $line"
 done

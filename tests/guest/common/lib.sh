@@ -67,10 +67,10 @@ settle() {
 # PMCCNTR its virtual clock: whatever the other vCPU executes during a window lands
 # in it (README, Known problem; measured: about 1 window of 20 on cpu1, each +16 or
 # about +3400, whether the driver's timer runs every 100 ms or every 10 s; none on a
-# CPU that is alone). So a batch with a window off upwards, by a bounded amount, is
-# QEMU's and is run again, at most ten times; a count below the expected one, or off
-# by more than $EXACT_BOUND, fails at once.
-EXACT_BOUND=20000
+# CPU that is alone). How much it adds has no bound (seen under host load: +31109,
+# +35206 on cpu1), so only its direction tells it from a defect: a batch with a window
+# off upwards is QEMU's and is run again, at most ten times; a count below the
+# expected one fails at once, and so does a batch never clean in ten tries.
 
 # alone SED-SCRIPT CMD...: run CMD, then print its output filtered by sed -n SCRIPT.
 # Not a pipeline: the filter would start (fork, exec) on the other vCPU inside CMD's
@@ -94,7 +94,6 @@ exact_batch() {
 		bad=""
 		for v in $out; do
 			[ "$v" -lt "$want" ] && fail "$label: $v, fewer than the $want expected"
-			[ "$v" -gt $((want + EXACT_BOUND)) ] && fail "$label: $v, more than $EXACT_BOUND above $want"
 			[ "$v" -ne "$want" ] && bad="$bad +$((v - want))"
 		done
 		[ -z "$bad" ] && { echo "$label: $want on every run (try $try)"; return 0; }

@@ -66,7 +66,6 @@ RUNS = 10
 SIZES = (1000, 100000)
 MAX_RETRIES = 20  # windows measured again because the CPU's generation changed
 BATCH_TRIES = 5  # batches measured again after the other vCPU disturbed one
-EXACT_BOUND = 20000  # the most such a disturbance adds (tests/guest/common/lib.sh)
 
 
 def span_overheads(n: int) -> tuple[list[int], int]:
@@ -136,8 +135,9 @@ def exact() -> None:
     # 2 * recheck_ms: let it put them back before counting exactly.
     recheck_ms = int((SYSFS_DIR / "recheck_ms").read_text())
     time.sleep(2 * recheck_ms / 1000 + 0.1)
-    # A batch the other vCPU disturbed (upwards, by at most EXACT_BOUND: QEMU's global
-    # instruction count) is measured again, BATCH_TRIES times at most; anything else fails.
+    # A batch the other vCPU disturbed (upwards, by no bounded amount: QEMU's global
+    # instruction count; lib.sh) is measured again, BATCH_TRIES times at most: one where
+    # at least half the values are the lowest; anything else fails.
     for attempt in range(1, BATCH_TRIES + 1):
         spans, retried = {}, 0
         for n in SIZES:
@@ -149,7 +149,7 @@ def exact() -> None:
         if len(set(values)) == 1:
             break
         low = min(values)
-        if max(values) > low + EXACT_BOUND or values.count(low) < len(values) // 2:
+        if values.count(low) < len(values) // 2:
             fail(f"overhead between C-level reads not the same on every run: {spans}")
         print(f"batch {attempt} disturbed (at most {max(values) - low} above {low}): again")
     else:
@@ -158,7 +158,7 @@ def exact() -> None:
     # Under -icount, INST_RETIRED is QEMU's global count: an interrupt the other vCPU
     # takes inside a window lands in it (README, Known problems; seen once in 100 runs,
     # +6232 with cycles moving as much). Such a batch is measured again, at most
-    # BATCH_TRIES times; a run below the spread, or beyond EXACT_BOUND, fails at once.
+    # BATCH_TRIES times; a run below the C-level overhead fails at once.
     for attempt in range(1, BATCH_TRIES + 1):
         runs, retried = {}, 0
         for n in SIZES:
@@ -171,9 +171,8 @@ def exact() -> None:
               f"{[i for i, _ in runs[SIZES[1]]]} (n={SIZES[1]}); cycles - instructions = "
               f"{gaps} ({retried} measured again)")
         low = min(extra)
-        if low < base or max(extra) > low + EXACT_BOUND:
-            fail(f"with measure() overhead {low}..{max(extra)}: below the C-level {base}"
-                 f" or more than {EXACT_BOUND} above the lowest")
+        if low < base:
+            fail(f"with measure() overhead {low}..{max(extra)}: below the C-level {base}")
         if max(extra) - low <= 64 and len(gaps) == 1:
             break
     else:

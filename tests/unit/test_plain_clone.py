@@ -1,0 +1,88 @@
+"""A plain clone (no seed documents beside it): the checks that need the seeds say SKIP
+with their reason, are never counted passed, and `invoke test` ends by listing them."""
+
+import subprocess
+import sys
+from pathlib import Path
+
+from pmubuild import commands, guest, seeds
+
+
+def test_pytest_skips_reads_each_reason_from_a_real_junit_report(tmp_path):
+    (tmp_path / "test_x.py").write_text(
+        "import pytest\n"
+        "def test_runs():\n    pass\n"
+        "def test_needs_seed():\n    pytest.skip('seed document /s/t.c absent')\n"
+        "class TestGroup:\n"
+        "    def test_also(self):\n        pytest.skip('no\\nseeds')\n")
+    xml = tmp_path / "junit.xml"
+    proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+                           f"--junitxml={xml}", "test_x.py"], cwd=tmp_path,
+                          capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stdout
+    assert commands.pytest_skips(xml) == [
+        "pytest test_x::test_needs_seed: seed document /s/t.c absent",
+        "pytest test_x.TestGroup::test_also: no seeds"]
+
+
+LOG = """\
+==> bookworm: apt install ...
+  SKIP: not a result: test-package's summary lines are its own
+test-package bookworm amd64:
+  PASS: lintian
+  SKIP: userland: tcyc.c: seed documents absent
+test-package trixie amd64:
+  PASS: lintian
+  FAIL: upgrade: broke
+test-package bookworm amd64: PASS (100s)
+test-package trixie   amd64: FAIL (90s)
+""".splitlines()
+
+
+def test_package_summary_keeps_skip_lines():
+    assert commands.package_summary(LOG) == [x for x in LOG if not x.startswith("==>")]
+
+
+def test_package_skips_name_their_chroot():
+    assert commands.package_skips(LOG[2:]) == [
+        "test-package bookworm amd64: userland: tcyc.c: seed documents absent"]
+
+
+def test_skip_summary():
+    assert commands.skip_summary([]) == ["skipped checks: none"]
+    assert commands.skip_summary(["pytest a::b: why", "test-qemu trixie/arm64 c: why"]) == [
+        "skipped checks (2; not counted as passed):",
+        "  SKIP pytest a::b: why", "  SKIP test-qemu trixie/arm64 c: why"]
+
+
+def test_without_the_seeds_nothing_is_built_from_them(tmp_path, monkeypatch):
+    monkeypatch.setattr(guest, "ARTICLE", tmp_path / "shared" / "article.txt")
+    monkeypatch.setattr(seeds, "TCYC", tmp_path / "shared" / "tcyc.c")
+    monkeypatch.setattr(guest, "SEED_MHZ", tmp_path / "shared" / "mhz.c")
+    assert guest.seed_mhz_missing() == (f"seed document {tmp_path}/shared/mhz.c absent "
+                                        "(the seeds sit beside the project's own checkout, "
+                                        "not in a clone)")
+    assert guest.seed_mhz_program(tmp_path) is None
+    assert guest.article_missing() == (f"seed document {tmp_path}/shared/article.txt absent "
+                                       "(the seeds sit beside the project's own checkout, "
+                                       "not in a clone)")
+    assert guest.article_program(tmp_path) is None
+    assert seeds.restored_tcyc() is None
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_with_the_seed_the_article_program_is_built(tmp_path, monkeypatch):
+    seed = tmp_path / "article.txt"
+    seed.write_text("prose\n#define _GNU_SOURCE\nint main(void) { return 0; }\n4 注意事项\n")
+    monkeypatch.setattr(guest, "ARTICLE", seed)
+    assert guest.article_missing() is None
+    src = guest.article_program(tmp_path)
+    assert src == tmp_path / "article.c"
+    assert src.read_text() == "#define _GNU_SOURCE\nint main(void) { return 0; }\n"
+
+
+def test_seed_paths_sit_beside_the_checkout():
+    """What a plain clone lacks is only ever outside the repository."""
+    repo = Path(commands.REPO)
+    for path in (guest.ARTICLE, guest.SEED_MHZ, seeds.SEEDS, seeds.TCYC):
+        assert not path.is_relative_to(repo) and path.is_relative_to(repo.parent / "shared")
