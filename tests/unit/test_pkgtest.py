@@ -42,3 +42,37 @@ def test_sources_name_every_apt_suite_of_the_kernel():
 def test_stage_script_fails_in_the_shell_not_a_subshell():
     """signed_module must stop the run: never called inside $(...)."""
     assert not re.search(r"\$\(\s*signed_module", pkgtest.STAGES.read_text())
+
+
+def test_a_skipped_check_counts_as_reported_and_is_no_failure():
+    results = ["PASS: setup: x", "SKIP: tcyc: the seed documents are not there"]
+    assert pkgtest.missing_stages(results, ("setup", "tcyc")) == []
+
+
+def test_the_tcyc_check_skips_with_a_reason_and_never_passes_without_the_seeds():
+    """pkgtest.sh: without tcyc.c the check says SKIP (with $TCYC_SKIP), never PASS; with
+    neither the file nor a reason it fails."""
+    text = pkgtest.STAGES.read_text()
+    block = text[text.index("# --- tcyc:"):text.index("# --- upgrade:")]
+    no_seed = block[block.index("else"):block.index("fi\n", block.index("else"))]
+    assert 'skip "tcyc: the 2011 tcyc.c check: $TCYC_SKIP"' in no_seed
+    assert "pass " not in no_seed
+    assert 'fail "tcyc: no $OUT/tcyc.c and no reason' in no_seed
+
+
+def test_seeds_absent_reason(tmp_path, monkeypatch):
+    from pmubuild import seeds
+
+    missing = tmp_path / "nowhere"
+    monkeypatch.setattr(seeds, "SEEDS", missing)
+    monkeypatch.setattr(seeds, "TCYC", missing / "simple-pmu-2011" / "tcyc.c")
+    assert seeds.absent_reason() == (
+        f"the seed documents are not beside the checkout ({missing} does not exist)")
+    assert seeds.restored_tcyc() is None
+    missing.mkdir()
+    assert "hold no simple-pmu-2011/tcyc.c" in (seeds.absent_reason() or "")
+    seeds.TCYC.parent.mkdir()
+    seeds.TCYC.write_text("#include\n#include\n#include\nint main(void) { return 0; } 64 |\n")
+    assert seeds.absent_reason() is None
+    assert seeds.restored_tcyc() == ("#include <stdio.h>\n#include <stdlib.h>\n"
+                                     "#include <unistd.h>\nint main(void) { return 0; }\n")
