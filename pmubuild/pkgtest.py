@@ -79,8 +79,9 @@ def refused(suite: str, arch: str) -> bool:
 
 
 # Every stage pkgtest.sh runs for an arch, in order; one missing is a failure.
-STAGES_FULL = ("setup", "install", "second-kernel", "userland", "tcyc", "upgrade", "remove",
-               "purge", "autopkgtest", "broken-headers", "failed-verification")
+STAGES_FULL = ("setup", "no-headers", "install", "second-kernel", "userland", "tcyc", "upgrade",
+               "remove", "purge", "autopkgtest", "broken-headers", "nonfatal-verification",
+               "failed-verification")
 STAGES_INSTALL = ("setup", "install", "userland", "tcyc", "remove", "purge")
 GUEST_SCRIPTS = {
     "arm64": ["arm64/30-read-every-cpu.sh", "arm64/32-exact-counts.sh",
