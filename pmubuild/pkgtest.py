@@ -143,6 +143,7 @@ def test(suite: str = "bookworm", arch: str = "amd64") -> bool:
             if first.lintian_ok else "FAIL: lintian: errors or warnings (above)")
     next_debs = package.build(suite, built / f"{suite}-next", version=nxt, run_lintian=False).out \
         if full else None
+    split = [split_build(suite, kind, first) for kind in ("indep", "arch")] if full else []
 
     apt = PrivateApt()
     k = kernels_for(apt, suite, arch)
@@ -170,7 +171,7 @@ def test(suite: str = "bookworm", arch: str = "amd64") -> bool:
     with step(f"{name}: apt install, upgrade, purge in a fresh Debian {suite} {arch} chroot"):
         rc, log = package.run_in_overlay(base, binds, script, f"{suite} {arch}",
                                          package.apt_cache_mounts(suite, arch, "test"))
-    results = [lint] + [line for line in log if line.startswith(("PASS: ", "FAIL: ", "SKIP: "))]
+    results = [lint, *split] + [line for line in log if line.startswith(("PASS: ", "FAIL: ", "SKIP: "))]
     if rc == 0:
         results += missing_stages(results, STAGES_FULL if full else STAGES_INSTALL)
     elif not any(r.startswith("FAIL") for r in results):
@@ -181,6 +182,26 @@ def test(suite: str = "bookworm", arch: str = "amd64") -> bool:
     for r in results:
         say(f"  {r}")
     return not any(r.startswith("FAIL") for r in results)
+
+
+def split_build(suite: str, kind: str, full: package.PackageResult) -> str:
+    """A buildd-style build of only the arch-independent (-A, "indep") or only the
+    arch-dependent (-B, "arch") packages: it must build exactly those .debs of the full
+    build, and lintian must find no error or warning in them."""
+    flag = package.BUILD_KINDS[kind][0]
+    try:
+        r = package.build(suite, REPO / "build" / "debs" / f"{suite}-{kind}", kind=kind)
+    except PipelineError as e:
+        return f"FAIL: build {flag}: {e}"
+    debs = sorted(f.name for f in r.files if f.suffix == ".deb")
+    want = sorted(f.name for f in full.files if f.suffix == ".deb"
+                  and (f.name.endswith("_all.deb") == (kind == "indep")))
+    if debs != want:
+        return f"FAIL: build {flag}: built {' '.join(debs) or 'nothing'}, want {' '.join(want)}"
+    if not r.lintian_ok:
+        return f"FAIL: build {flag}: lintian found errors or warnings (above)"
+    return f"PASS: build {flag}: dpkg-buildpackage {flag} built {' '.join(debs)}; lintian: " \
+           "no errors or warnings"
 
 
 def missing_stages(results: list[str], expected: tuple[str, ...]) -> list[str]:

@@ -76,3 +76,34 @@ def test_seeds_absent_reason(tmp_path, monkeypatch):
     assert seeds.absent_reason() is None
     assert seeds.restored_tcyc() == ("#include <stdio.h>\n#include <stdlib.h>\n"
                                      "#include <unistd.h>\nint main(void) { return 0; }\n")
+
+
+def test_split_builds_must_build_exactly_their_share_and_pass_lintian(tmp_path, monkeypatch):
+    from pathlib import Path
+
+    from pmubuild import package
+
+    def result(names, lintian_ok=True):
+        files = tuple(Path(tmp_path, n) for n in names)
+        return package.PackageResult(tmp_path, files[0], files, (), lintian_ok)
+
+    full = result(["s_1.dsc", "a_1_all.deb", "b_1_all.deb", "p_1_amd64.deb", "p-dbgsym_1_amd64.ddeb"])
+    built = {"indep": result(["s_1_all.changes", "a_1_all.deb", "b_1_all.deb"]),
+             "arch": result(["s_1_amd64.changes", "p_1_amd64.deb", "p-dbgsym_1_amd64.ddeb"])}
+    seen = []
+
+    def fake_build(suite, out, kind="full", **kw):
+        seen.append((suite, kind))
+        return built[kind]
+
+    monkeypatch.setattr(package, "build", fake_build)
+    assert pkgtest.split_build("trixie", "indep", full) == (
+        "PASS: build -A: dpkg-buildpackage -A built a_1_all.deb b_1_all.deb; lintian: no "
+        "errors or warnings")
+    assert pkgtest.split_build("trixie", "arch", full).startswith("PASS: build -B: ")
+    assert seen == [("trixie", "indep"), ("trixie", "arch")]
+    built["arch"] = result(["s_1_amd64.changes", "p_1_amd64.deb", "a_1_all.deb"])
+    assert pkgtest.split_build("trixie", "arch", full) == (
+        "FAIL: build -B: built a_1_all.deb p_1_amd64.deb, want p_1_amd64.deb")
+    built["indep"] = result(["s_1_all.changes", "a_1_all.deb", "b_1_all.deb"], lintian_ok=False)
+    assert pkgtest.split_build("trixie", "indep", full).startswith("FAIL: build -A: lintian")
