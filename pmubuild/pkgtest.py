@@ -171,7 +171,8 @@ def test(suite: str = "bookworm", arch: str = "amd64") -> bool:
     with step(f"{name}: apt install, upgrade, purge in a fresh Debian {suite} {arch} chroot"):
         rc, log = package.run_in_overlay(base, binds, script, f"{suite} {arch}",
                                          package.apt_cache_mounts(suite, arch, "test"))
-    results = [lint, *split] + [line for line in log if line.startswith(("PASS: ", "FAIL: ", "SKIP: "))]
+    results = [lint, *split] + [line for line in log
+                                 if line.startswith(("PASS: ", "FAIL: ", "SKIP: "))]
     if rc == 0:
         results += missing_stages(results, STAGES_FULL if full else STAGES_INSTALL)
     elif not any(r.startswith("FAIL") for r in results):

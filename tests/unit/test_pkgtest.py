@@ -87,7 +87,8 @@ def test_split_builds_must_build_exactly_their_share_and_pass_lintian(tmp_path, 
         files = tuple(Path(tmp_path, n) for n in names)
         return package.PackageResult(tmp_path, files[0], files, (), lintian_ok)
 
-    full = result(["s_1.dsc", "a_1_all.deb", "b_1_all.deb", "p_1_amd64.deb", "p-dbgsym_1_amd64.ddeb"])
+    full = result(["s_1.dsc", "a_1_all.deb", "b_1_all.deb", "p_1_amd64.deb",
+                   "p-dbgsym_1_amd64.ddeb"])
     built = {"indep": result(["s_1_all.changes", "a_1_all.deb", "b_1_all.deb"]),
              "arch": result(["s_1_amd64.changes", "p_1_amd64.deb", "p-dbgsym_1_amd64.ddeb"])}
     seen = []
