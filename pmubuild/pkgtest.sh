@@ -211,20 +211,22 @@ pass "purge: no module, DKMS tree, sources, udev rule, header, Python module, ma
 rm -f /etc/apt/sources.list.d/localrepo-next.list  # the version under test only
 apt-get update -q > /tmp/update.log 2>&1 || { cat /tmp/update.log; fail "autopkgtest: apt-get update"; }
 run_apt install autopkgtest dpkg-dev || fail "autopkgtest: installing autopkgtest exited $rc"
+# Its log, indented: the tests' own "PASS: ..." lines are not this script's verdicts.
+at_log() { sed 's/^/| /' /tmp/autopkgtest.log; }
 ac=0
 autopkgtest --ignore-restrictions=breaks-testbed --output-dir /tmp/autopkgtest-out \
 	"$(ls "$DEBS"/simple-pmu_*.dsc)" /srv/repo/*.deb -- null > /tmp/autopkgtest.log 2>&1 || ac=$?
 cat /tmp/autopkgtest-out/summary || true
-[ "$ac" = 0 ] || { cat /tmp/autopkgtest.log; fail "autopkgtest: exited $ac (summary above)"; }
+[ "$ac" = 0 ] || { at_log; fail "autopkgtest: exited $ac (summary above)"; }
 want="cycles-h dkms module python"
 got=$(awk '$2 == "PASS" { print $1 }' /tmp/autopkgtest-out/summary | sort | tr '\n' ' ')
-[ "$got" = "$want " ] || { cat /tmp/autopkgtest.log; fail "autopkgtest: passed '$got', want '$want'"; }
+[ "$got" = "$want " ] || { at_log; fail "autopkgtest: passed '$got', want '$want'"; }
 # Its summary: "I: PASS simple-pmu/VERSION KREL" (dkms 3.2), "I: PASS KREL" (3.0.10).
 n=$(awk -v a="$KREL" -v b="$K2REL" '$1 == "I:" && $2 == "PASS" && ($NF == a || $NF == b)' \
 	/tmp/autopkgtest-out/dkms-stdout | wc -l)
-[ "$n" = 2 ] || { cat /tmp/autopkgtest.log; fail "autopkgtest: dkms: $n of 2 kernels passed"; }
+[ "$n" = 2 ] || { at_log; fail "autopkgtest: dkms: $n of 2 kernels passed"; }
 m=$(grep -c "^PASS: .*installed by DKMS for" /tmp/autopkgtest-out/module-stdout) || true
-[ "$m" = 2 ] || { cat /tmp/autopkgtest.log; fail "autopkgtest: module: $m of 2 kernels checked"; }
+[ "$m" = 2 ] || { at_log; fail "autopkgtest: module: $m of 2 kernels checked"; }
 run_apt purge simple-pmu-dkms simple-pmu-dev python3-simple-pmu || fail "autopkgtest: purge exited $rc"
 left=$(leftovers) || fail "autopkgtest: find failed"
 [ -z "$left" ] || fail "autopkgtest: left after purge: $left"
