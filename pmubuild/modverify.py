@@ -133,16 +133,31 @@ class Report:
     target: Target
     rows: list[tuple[str, str]] = field(default_factory=list)  # (check, what it found)
     problems: list[str] = field(default_factory=list)
+    # The problems above that would not stop the target kernel from loading the module
+    # (a policy finding, a taint): DKMS reports them and installs (main(--load-fatal-only)).
+    not_load_fatal: list[str] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
         return not self.problems
 
-    def add(self, check: str, found: str, problem: str | None = None) -> None:
+    @property
+    def load_fatal(self) -> list[str]:
+        """The problems that make the target kernel refuse the module."""
+        return [p for p in self.problems if p not in self.not_load_fatal]
+
+    def add(self, check: str, found: str, problem: str | None = None,
+            load_fatal: bool = True) -> None:
         """One table row; a problem marks it and becomes one line of the failure list."""
-        self.rows.append((check, found + ("" if problem is None else "  <-- FAIL")))
+        mark = "  <-- FAIL" if load_fatal else "  <-- FAIL (the kernel would still load it)"
+        self.rows.append((check, found + ("" if problem is None else mark)))
         if problem:
-            self.problems.append(f"{self.module.path.name}: {problem}")
+            self.problem(problem, load_fatal)
+
+    def problem(self, text: str, load_fatal: bool = True) -> None:
+        self.problems.append(f"{self.module.path.name}: {text}")
+        if not load_fatal:
+            self.not_load_fatal.append(self.problems[-1])
 
     def table(self) -> list[str]:
         width = max(len(c) for c, _ in self.rows)
@@ -356,8 +371,10 @@ def check(m: Module, t: Target, *, cert: Path | None = None,
 
     license_ = m.info("license")
     gpl = license_ in GPL_COMPATIBLE
+    # Without a license the kernel loads the module tainted; the GPL-only symbols it would
+    # then refuse are load-fatal problems of the symbol check below.
     row("license", license_ or "(none)", None if license_ else
-        "no MODULE_LICENSE: the kernel taints and refuses GPL-only symbols")
+        "no MODULE_LICENSE: the kernel taints and refuses GPL-only symbols", load_fatal=False)
 
     sym_problems = _check_symbols(m, t, gpl)
     r.problems += sym_problems
@@ -365,9 +382,8 @@ def check(m: Module, t: Target, *, cert: Path | None = None,
         "Module.symvers" + (f"; {len(sym_problems)} problem(s)" if sym_problems else ""))
 
     never = [s for s in m.undefined if s in NEVER_USED]
-    for s in never:
-        r.problems.append(f"{m.path.name}: uses {s}, which simple-pmu never needs "
-                          f"({NEVER_USED[s]})")
+    for s in never:  # our policy, not the kernel's: it would load such a module
+        r.problem(f"uses {s}, which simple-pmu never needs ({NEVER_USED[s]})", load_fatal=False)
     row("policy", "clean" if not never else f"{len(never)} forbidden symbol(s)")
 
     _check_crcs(r)
@@ -459,6 +475,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--require-signature", action=argparse.BooleanOptionalAction,
                     default=None, help="an unsigned module is an error (default: when the "
                     "target has MODULE_SIG_FORCE)")
+    # For DKMS (dkms.conf MAKE[0]): a failed build there fails dkms autoinstall, which fails
+    # the postinst of a kernel or headers package being installed (/etc/kernel/postinst.d,
+    # header_postinst.d): refuse only what the kernel would refuse too, report the rest.
+    ap.add_argument("--load-fatal-only", action="store_true", help="fail only for problems "
+                    "that would make the target kernel refuse the module; print the others "
+                    "as warnings")
     ap.add_argument("ko", nargs="+", type=Path, help="module(s) to check")
     args = ap.parse_args(argv)
     if args.cert is not None and not args.cert.is_file():
@@ -473,9 +495,14 @@ def main(argv: list[str] | None = None) -> int:
     for rep in reports:
         print("\n".join(rep.table()))
     problems = [p for rep in reports for p in rep.problems]
+    fatal = [p for rep in reports for p in rep.load_fatal] if args.load_fatal_only else problems
     for p in problems:
-        print(f"modverify: {p}", file=sys.stderr)
-    return 1 if problems else 0
+        if p in fatal:
+            print(f"modverify: {p}", file=sys.stderr)
+        else:
+            print(f"modverify: warning: {p} (not refused: the kernel would load it)",
+                  file=sys.stderr)
+    return 1 if fatal else 0
 
 
 if __name__ == "__main__":

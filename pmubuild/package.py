@@ -180,11 +180,19 @@ def apt_cache_mounts(suite: str, arch: str = "amd64", role: str = "build") -> di
     return {archives: "/var/cache/apt/archives", lists: "/var/lib/apt/lists"}
 
 
-def content_key(suite: str, version: str, run_lintian: bool, repo: Path = REPO) -> str:
+# What dpkg-buildpackage builds: everything (source and every binary package), or as a
+# buildd does, only the architecture-independent (-A) or the architecture-dependent (-B)
+# binary packages, in separate builds.
+BUILD_KINDS = {"full": [], "indep": ["-A"], "arch": ["-B"]}
+
+
+def content_key(suite: str, version: str, run_lintian: bool, repo: Path = REPO,
+                kind: str = "full") -> str:
     """What a build's result depends on: every file of the source package (content and
     name), the target version and suite, the build and lintian chroots' package sets."""
+    extra = "" if kind == "full" else f" {kind}"
     h = hashlib.sha256(f"{suite} {version} {run_lintian} {BUILD_PKGS} {LINT_SUITE} "
-                       f"{LINT_PKGS}\n".encode())
+                       f"{LINT_PKGS}{extra}\n".encode())
     debian = sorted(str(p.relative_to(repo)) for p in (repo / "debian").rglob("*")
                     if p.is_file())
     for rel in checkout_files(repo) + debian:
@@ -193,14 +201,17 @@ def content_key(suite: str, version: str, run_lintian: bool, repo: Path = REPO) 
 
 
 def build(suite: str = "bookworm", out: Path | None = None, version: str | None = None,
-          run_lintian: bool = True) -> PackageResult:
+          run_lintian: bool = True, kind: str = "full") -> PackageResult:
     """Source package and .debs of the checkout, built in a clean `suite` chroot, then
     lintian. `version` builds the same sources as that (newer) version: a changelog entry
-    is added to the staged copy, never to the checkout.
+    is added to the staged copy, never to the checkout. `kind` (BUILD_KINDS): "indep" or
+    "arch" builds only those binary packages, as Debian's buildds do.
 
     Cached by content (content_key): the same sources give the same packages, so a build
     of unchanged sources copies the earlier result (and its lintian verdict) instead."""
     check_suite(suite)
+    if kind not in BUILD_KINDS:
+        raise PipelineError(f"unknown build kind {kind!r}: choose one of {', '.join(BUILD_KINDS)}")
     name, current = source_version()
     if version:
         check_version(version, current)
@@ -209,10 +220,10 @@ def build(suite: str = "bookworm", out: Path | None = None, version: str | None 
     if out.exists():
         shutil.rmtree(out)
     out.mkdir(parents=True)
-    cached = cache.subdir("debs") / f"{suite}-{content_key(suite, version, run_lintian)}"
+    cached = cache.subdir("debs") / f"{suite}-{content_key(suite, version, run_lintian, kind=kind)}"
     if not (cached / RESULT).exists():
         # Built in `out`, not in the cache: the unprivileged build cannot enter /root.
-        result = _build(suite, out, name, current, version, run_lintian)
+        result = _build(suite, out, name, current, version, run_lintian, kind)
         cache.ensure_free_space(cached.parent, 500, "built Debian packages")
         with cache.locked("debs"), cache.atomic_dir(cached) as tmp:
             for f in result.files:
@@ -235,7 +246,7 @@ RESULT = "build-result.json"
 
 
 def _build(suite: str, out: Path, name: str, current: str, version: str,
-           run_lintian: bool) -> PackageResult:
+           run_lintian: bool, kind: str = "full") -> PackageResult:
     upstream = upstream_version(version)
 
     with step(f"writing {name}_{upstream}.orig.tar.xz and the source tree"):
@@ -249,7 +260,9 @@ def _build(suite: str, out: Path, name: str, current: str, version: str,
 
     cache.ensure_free_space(cache.subdir("chroots"), 1500, "package build chroots")
     base = chroot.ensure_set(suite, BUILD_PKGS, BUILD_MARKER)
-    with step(f"building {name} {version} in a clean Debian {suite} chroot"):
+    flags = " ".join(BUILD_KINDS[kind])
+    with step(f"building {name} {version}{' ' + flags if flags else ''} in a clean Debian "
+              f"{suite} chroot"):
         # As Debian's buildds do: the build itself unprivileged (Rules-Requires-Root: no)
         # and without network (nothing may be fetched during the build).
         script = (f"cd {shlex.quote(str(src))}\n"
@@ -257,7 +270,7 @@ def _build(suite: str, out: Path, name: str, current: str, version: str,
                   "apt-get build-dep -q -y --no-install-recommends ./\n"
                   f"chown -R nobody:nogroup {shlex.quote(str(out))}\n"
                   "exec unshare --net setpriv --reuid=nobody --regid=nogroup --clear-groups "
-                  "env HOME=/tmp dpkg-buildpackage -us -uc\n")
+                  f"env HOME=/tmp dpkg-buildpackage -us -uc {flags}\n")
         rc, log = run_in_overlay(base, [out], script, f"build {suite}",
                                  apt_cache_mounts(suite))
         if rc != 0:

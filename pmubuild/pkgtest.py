@@ -5,7 +5,9 @@ One throw-away overlay of a cached minimal chroot per run; the checkout's packag
 a local apt repository there and `apt-get install simple-pmu-dkms` is run literally. The
 kernel headers are those of the kernel the harness boots for that suite (pmubuild.kernels
 resolves it from the index), so the module DKMS built can be booted. Stages print
-`PASS: name: detail` or `FAIL: name: why` (then stop); the summary lists them.
+`PASS: name: detail` or `FAIL: name: why` (then stop), or `SKIP: name: why` for a check
+that cannot run here (the seed documents' tcyc.c on a plain clone; the run goes on and
+still passes); the summary lists them, each indented by two spaces.
 """
 
 import lzma
@@ -77,9 +79,10 @@ def refused(suite: str, arch: str) -> bool:
 
 
 # Every stage pkgtest.sh runs for an arch, in order; one missing is a failure.
-STAGES_FULL = ("setup", "install", "second-kernel", "userland", "upgrade", "remove", "purge",
-               "autopkgtest", "broken-headers", "failed-verification")
-STAGES_INSTALL = ("setup", "install", "userland", "remove", "purge")
+STAGES_FULL = ("setup", "no-headers", "install", "second-kernel", "userland", "tcyc", "upgrade",
+               "remove", "purge", "autopkgtest", "broken-headers", "nonfatal-verification",
+               "failed-verification")
+STAGES_INSTALL = ("setup", "install", "userland", "tcyc", "remove", "purge")
 GUEST_SCRIPTS = {
     "arm64": ["arm64/30-read-every-cpu.sh", "arm64/32-exact-counts.sh",
               "common/99-kernel-log-clean.sh"],
@@ -140,13 +143,18 @@ def test(suite: str = "bookworm", arch: str = "amd64") -> bool:
             if first.lintian_ok else "FAIL: lintian: errors or warnings (above)")
     next_debs = package.build(suite, built / f"{suite}-next", version=nxt, run_lintian=False).out \
         if full else None
+    split = [split_build(suite, kind, first) for kind in ("indep", "arch")] if full else []
 
     apt = PrivateApt()
     k = kernels_for(apt, suite, arch)
     out = REPO / "build" / "pkgtest" / f"{suite}-{arch}"
     shutil.rmtree(out, ignore_errors=True)
     out.mkdir(parents=True)
-    tcyc = seeds.restored_tcyc()
+    tcyc_skip = seeds.absent_reason() or ""
+    try:
+        tcyc = seeds.restored_tcyc()
+    except ValueError as e:
+        raise PipelineError(f"{seeds.TCYC}: {e}") from None
     if tcyc:
         (out / "tcyc.c").write_text(tcyc)
 
@@ -157,13 +165,14 @@ def test(suite: str = "bookworm", arch: str = "amd64") -> bool:
            "NEXT_VERSION": package.upstream_version(nxt), "VERSION": upstream,
            "KPKG": k.first_pkg, "KREL": k.first, "K2PKG": k.second_pkg, "K2REL": k.second,
            "KVERSION": k.version, "MACH": matrix.UNAME_MACHINE[arch], "FULL": "1" if full else "",
-           "SOURCES": sources(suite)}
+           "SOURCES": sources(suite), "TCYC_SKIP": tcyc_skip}
     script = "".join(f"{key}={shlex.quote(v)}\n" for key, v in env.items()) + STAGES.read_text()
     binds = [debs, out] + ([next_debs] if next_debs else [])
     with step(f"{name}: apt install, upgrade, purge in a fresh Debian {suite} {arch} chroot"):
         rc, log = package.run_in_overlay(base, binds, script, f"{suite} {arch}",
                                          package.apt_cache_mounts(suite, arch, "test"))
-    results = [lint] + [line for line in log if line.startswith(("PASS: ", "FAIL: ", "SKIP: "))]
+    results = [lint, *split] + [line for line in log
+                                 if line.startswith(("PASS: ", "FAIL: ", "SKIP: "))]
     if rc == 0:
         results += missing_stages(results, STAGES_FULL if full else STAGES_INSTALL)
     elif not any(r.startswith("FAIL") for r in results):
@@ -176,9 +185,29 @@ def test(suite: str = "bookworm", arch: str = "amd64") -> bool:
     return not any(r.startswith("FAIL") for r in results)
 
 
+def split_build(suite: str, kind: str, full: package.PackageResult) -> str:
+    """A buildd-style build of only the arch-independent (-A, "indep") or only the
+    arch-dependent (-B, "arch") packages: it must build exactly those .debs of the full
+    build, and lintian must find no error or warning in them."""
+    flag = package.BUILD_KINDS[kind][0]
+    try:
+        r = package.build(suite, REPO / "build" / "debs" / f"{suite}-{kind}", kind=kind)
+    except PipelineError as e:
+        return f"FAIL: build {flag}: {e}"
+    debs = sorted(f.name for f in r.files if f.suffix == ".deb")
+    want = sorted(f.name for f in full.files if f.suffix == ".deb"
+                  and (f.name.endswith("_all.deb") == (kind == "indep")))
+    if debs != want:
+        return f"FAIL: build {flag}: built {' '.join(debs) or 'nothing'}, want {' '.join(want)}"
+    if not r.lintian_ok:
+        return f"FAIL: build {flag}: lintian found errors or warnings (above)"
+    return f"PASS: build {flag}: dpkg-buildpackage {flag} built {' '.join(debs)}; lintian: " \
+           "no errors or warnings"
+
+
 def missing_stages(results: list[str], expected: tuple[str, ...]) -> list[str]:
-    """FAIL lines for the expected stages that reported nothing (PASS or FAIL)."""
-    seen = {r.split(": ", 2)[1] for r in results if r.startswith(("PASS: ", "FAIL: "))}
+    """FAIL lines for the expected stages that reported nothing (PASS, FAIL or SKIP)."""
+    seen = {r.split(": ", 2)[1] for r in results if r.startswith(("PASS: ", "FAIL: ", "SKIP: "))}
     return [f"FAIL: {name}: the stage never reported" for name in expected if name not in seen]
 
 

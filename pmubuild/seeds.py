@@ -2,14 +2,17 @@
 
 The seed copy lost the names of its three system #includes and gained a line-count
 trailer ("} 64 |"). Only that damage is repaired; anything else differing is refused.
-The seeds live beside the checkout (shared/reference/seeds), not in it.
+The seeds live beside the checkout (shared/reference/seeds), not in it: a plain clone has
+none, and the checks that need them say SKIP with absent_reason(). SIMPLE_PMU_SEEDS names
+another directory (a path that does not exist shows what a plain clone does).
 """
 
+import os
 import re
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-SEEDS = REPO.parent / "shared" / "reference" / "seeds"
+SEEDS = Path(os.environ.get("SIMPLE_PMU_SEEDS") or REPO.parent / "shared" / "reference" / "seeds")
 TCYC = SEEDS / "simple-pmu-2011" / "tcyc.c"
 # What tcyc.c needs (printf, exit) plus a third, as the original had three.
 LOST_INCLUDES = ["<stdio.h>", "<stdlib.h>", "<unistd.h>"]
@@ -29,8 +32,18 @@ def restore_seed(text: str, includes: list[str]) -> str:
     return text
 
 
+def absent_reason() -> str | None:
+    """Why the 2011 tcyc.c cannot be had (the seeds are not there), or None: it can."""
+    if TCYC.is_file():
+        return None
+    if not SEEDS.is_dir():
+        return f"the seed documents are not beside the checkout ({SEEDS} does not exist)"
+    return f"the seed documents at {SEEDS} hold no simple-pmu-2011/tcyc.c"
+
+
 def restored_tcyc(includes: list[str] | None = None) -> str | None:
-    """tcyc.c ready to compile, or None when the seeds are not beside the checkout."""
-    if not TCYC.is_file():
+    """tcyc.c ready to compile, or None when the seeds are not beside the checkout
+    (absent_reason() says why). A damaged seed raises ValueError: that is a failure."""
+    if absent_reason():
         return None
     return restore_seed(TCYC.read_text(), includes or LOST_INCLUDES)

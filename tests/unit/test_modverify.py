@@ -285,3 +285,48 @@ def test_script_on_rt_tree(tmp_path, header, ok):
         assert ("m.ko: vermagic '6.1.0-9-rt-amd64 SMP preempt mod_unload ' differs from the "
                 "target's '6.1.0-9-rt-amd64 SMP preempt_rt mod_unload ' (kernel configuration "
                 "differs)") in proc.stderr
+
+
+def test_policy_and_license_findings_are_not_load_fatal(tmp_path):
+    """What the kernel would still load (our policy's forbidden symbols, a missing license)
+    is a problem, but not a load-fatal one; an unexported symbol is both."""
+    t = exporting(tmp_path, "0x1\tfilp_open\tvmlinux\tEXPORT_SYMBOL\t")
+    r = modverify.check(synthetic(["filp_open"]), t)
+    assert r.problems == ["m.ko: uses filp_open, which simple-pmu never needs (opens files "
+                          "from kernel space)"]
+    assert r.load_fatal == [] and not r.ok
+    r = modverify.check(synthetic(["filp_open", "nowhere"], license=""), t)
+    assert r.load_fatal == ["m.ko: nowhere is not exported by 6.1.0-9-x"]
+    assert len(r.problems) == 3
+
+
+def unlicensed_module(tmp_path: Path, vermagic: str) -> Path:
+    src = tmp_path / "m.c"
+    src.write_text('static const char modinfo[] __attribute__((used, section(".modinfo"))) = '
+                   f'"vermagic={vermagic}\\0name=m";\n')
+    ko = tmp_path / "m.ko"
+    subprocess.run(["gcc", "-c", "-o", str(ko), str(src)], check=True)
+    return ko
+
+
+@pytest.mark.parametrize("flag", [[], ["--load-fatal-only"]])
+def test_script_load_fatal_only(tmp_path, flag):
+    """As DKMS runs it (--load-fatal-only): a module the kernel would load (no license:
+    tainted) passes with a warning; strict (invoke build) it fails. A vermagic the kernel
+    refuses fails both ways."""
+    kdir = make_debian_tree(tmp_path / "t", {**BASE, "CONFIG_X86_64": "y", **RT},
+                            release="6.1.0-9-rt-amd64", header="6.1")
+    ko = unlicensed_module(tmp_path, "6.1.0-9-rt-amd64 SMP preempt mod_unload ")
+    proc = run_script("--kdir", str(kdir), *flag, str(ko), cwd=tmp_path)
+    assert "Traceback" not in proc.stderr
+    if flag:
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+        assert ("modverify: warning: m.ko: no MODULE_LICENSE: the kernel taints and refuses "
+                "GPL-only symbols (not refused: the kernel would load it)") in proc.stderr
+    else:
+        assert proc.returncode == 1
+        assert "modverify: m.ko: no MODULE_LICENSE" in proc.stderr
+    ko = unlicensed_module(tmp_path, "6.1.0-9-rt-amd64 SMP mod_unload ")
+    proc = run_script("--kdir", str(kdir), *flag, str(ko), cwd=tmp_path)
+    assert proc.returncode == 1
+    assert "modverify: m.ko: vermagic '6.1.0-9-rt-amd64 SMP mod_unload ' differs" in proc.stderr
