@@ -16,6 +16,8 @@
  *   cpu N      the cache's entry for CPU N     -> rc=R cycle=C insn=I gen=G
  *   gen        cycles_generation()             -> G
  *   refresh    cycles_refresh()                -> R
+ *   window     a module-path window with a fault of the program's own in
+ *              it      -> begin=B reads=A,B own=N end=E restored=R
  *   read WHAT  cycles_read() of CYCLES_CORE, _INSN or _REF (WHAT: core,
  *              insn, ref)              -> value=V | none (nothing read)
  *              | fault rdpmc ecx=E (the guard caught a fault at the read
@@ -28,6 +30,8 @@
 #define _GNU_SOURCE 1
 /* The module's CPU-wide counters: the path these tests are about. */
 #define CYCLES_SCOPE_CPU 1
+#include <setjmp.h>
+#include <signal.h>
 #include <stdio.h>
 
 #include "cycles.h"
@@ -49,6 +53,60 @@ static void read_counter(const char *what)
 		printf("fault rdpmc ecx=%u\n", r.hw);
 	else
 		printf("none\n");
+}
+
+static sigjmp_buf own_env;
+static volatile sig_atomic_t own_calls;
+
+/* The program's own handler: the guard must pass it what is not its own. */
+static void own_handler(int sig, siginfo_t *info, void *uc)
+{
+	(void)info;
+	(void)uc;
+	own_calls++;
+	siglongjmp(own_env, sig);
+}
+
+/*
+ * A module-path window, pinned: two reads of cycles (here they fault, and
+ * the guard skips them), then a fault of the program's own (x86: a NULL
+ * store; arm64: UDF) that must reach the program's handler, then the end. After it the
+ * program's handler is installed again.
+ */
+static void window(void)
+{
+	struct sigaction sa, now;
+	struct cycles_window w;
+	volatile int *volatile nowhere = NULL;
+	volatile counter_t a = 1, b = 1;
+	unsigned int end;
+	int begin;
+
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_sigaction = own_handler;
+	sa.sa_flags = SA_SIGINFO | SA_NODEFER;
+	sigemptyset(&sa.sa_mask);
+	sigaction(CYCLES_GUARD_SIGNAL, &sa, NULL);
+	own_calls = 0;
+	begin = cycles_window_begin(&w);
+	if (begin == 0) {
+		a = cycles_window_read(&w, CYCLES_CORE);
+		b = cycles_window_read(&w, CYCLES_CORE);
+		if (!sigsetjmp(own_env, 1)) {
+#if defined(__aarch64__)
+			(void)nowhere;
+			__asm__ __volatile__(".inst 0x00000000");	/* udf */
+#else
+			*nowhere = 1;
+#endif
+		}
+	}
+	end = cycles_window_end(&w);
+	sigaction(CYCLES_GUARD_SIGNAL, NULL, &now);
+	printf("begin=%d reads=%llu,%llu own=%d end=%u restored=%d\n", begin,
+	       (counter_t)a, (counter_t)b, (int)own_calls, end,
+	       now.sa_sigaction == own_handler);
+	signal(CYCLES_GUARD_SIGNAL, SIG_DFL);
 }
 
 int main(void)
@@ -91,6 +149,8 @@ int main(void)
 			       insn, gen);
 		} else if (!strcmp(line, "gen\n")) {
 			printf("%lu\n", cycles_generation());
+		} else if (!strcmp(line, "window\n")) {
+			window();
 		} else if (!strcmp(line, "refresh\n")) {
 			printf("%d\n", cycles_refresh());
 		} else {
