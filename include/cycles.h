@@ -1184,8 +1184,14 @@ static inline int cycles_perf_setup(struct cycles_thread *t)
 		if (p != MAP_FAILED)
 			t->pc[i] = (struct perf_event_mmap_page *)p;
 	}
+	/*
+	 * The group runs now (this thread is on the CPU): an index of 0 says
+	 * user reads are off (x86 rdpmc 0; arm64 perf_user_access 0, where
+	 * cap_user_rdpmc still says 1).
+	 */
 	t->perf_errno = 0;
-	t->user_read = t->pc[0] && t->pc[0]->cap_user_rdpmc;
+	t->user_read = t->pc[0] && t->pc[0]->cap_user_rdpmc &&
+		       t->pc[0]->index;
 	return 0;
 }
 
