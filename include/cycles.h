@@ -113,7 +113,8 @@
  * where known: module pmu_version, else x86 CPUID 0xA; 1 where none is
  * known, e.g. AMD through perf), 0 otherwise. cycles_unavailable_reason()
  * is then NULL, else a text naming every path's failure and what would fix
- * it (the sysctl, CAP_PERFMON, the module).
+ * it (the sysctl, CAP_PERFMON, the module). cycles_path_note() says why a
+ * thread is not on perf user reads even when another path works.
  *
  * State: one per thread (perf events, mmap pages, path), in thread-local
  * storage, set up at the thread's first use, closed at thread exit (a
@@ -1930,6 +1931,28 @@ static inline const char *cycles_unavailable_reason(void)
 		     mod && !strcmp(mod, "module not loaded") ?
 		     " (modprobe simple-pmu)" : "");
 	(void)n;
+	return t->reason;
+}
+
+/*
+ * NULL when this thread reads through perf user reads (the exact, cheap
+ * path), else why not and what would enable it, even where another path
+ * works (read(2) on arm64 before 5.17, the module). Valid until this
+ * thread's next call of it or of cycles_unavailable_reason().
+ */
+static inline const char *cycles_path_note(void)
+{
+	struct cycles_thread *t = cycles_thread();
+
+	if (t->path == CYCLES_PATH_PERF_MMAP)
+		return NULL;
+	if (t->scope == CYCLES_SCOPE_CPU_ID)
+		return "CPU-wide counters asked for (CYCLES_SCOPE_CPU)";
+	if (t->perf_errno)
+		cycles_perf_reason(t->perf_errno, t->reason, sizeof(t->reason));
+	else
+		snprintf(t->reason, sizeof(t->reason), "%s",
+			 CYCLES_PERF_USER_READ_FIX);
 	return t->reason;
 }
 

@@ -4,7 +4,9 @@
  * calling thread, without the module.
  *
  *   selfmon path          the path this thread reads from, and why not
- *                         another: "path=N name=... reason=..."
+ *                         another: "path=N name=... perfmon=P reason=...
+ *                         note=..." (cycles_unavailable_reason(),
+ *                         cycles_path_note())
  *   selfmon exact N R     R windows around spmu_spin(N): one instruction
  *                         count per line (an invalid window is measured
  *                         again, at most 100 times; each retry is counted
@@ -98,9 +100,11 @@ int main(int argc, char **argv)
 
 	if (argc >= 2 && !strcmp(argv[1], "path")) {
 		why = cycles_unavailable_reason();
-		printf("path=%d name=%s perfmon=%d reason=%s\n", cycles_path(),
+		printf("path=%d name=%s perfmon=%d reason=%s", cycles_path(),
 		       cycles_path_name(cycles_path()), perfmon_available(),
 		       why ? why : "none");
+		why = cycles_path_note();
+		printf(" note=%s\n", why ? why : "none");
 		return 0;
 	}
 	if (argc < 3)
