@@ -29,6 +29,11 @@ With the driver, a read that faults (arm64: perf used the PMU on this CPU less t
 start of the block measure() then retries for up to 2 * recheck_ms + 0.1 s (then raises
 CounterUnavailable); at its end it leaves the counts None and says why in m.reason.
 If the module was unloaded since the probe, the default measure() probes again.
+Threads and fork: the probe's report is shared by the process; the counters are per
+thread. Each thread's first measure() opens that thread's own perf group (pid 0: it
+counts that thread only, wherever it runs; a thread started inside the block is not
+counted, as perf's events are not inherited), and a forked child drops the parent's and
+opens its own on first use (os.register_at_fork).
 time_ns is always CLOCK_MONOTONIC (time.perf_counter_ns) around the block. Counts
 include the few hundred instructions of the measurement itself: compare two sizes of
 the same work to cancel them (see known_loop).
@@ -38,7 +43,9 @@ from __future__ import annotations
 
 import functools
 import os
+import threading
 import time
+import weakref
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import TypeVar
@@ -100,9 +107,13 @@ def wrap_delta(first: int, second: int, width: int = COUNTER_BITS) -> int:
     return ((second & mask) - (first & mask)) & mask
 
 
-@dataclass
+@dataclass(eq=False)
 class Reader:
-    """How one backend reads each counter; None for a counter it lacks."""
+    """How one backend reads each counter; None for a counter it lacks.
+
+    Bound to the thread that opened it (perf events count that thread) and to its
+    process; closed by close() or, at the latest, when it is garbage collected (e.g. the
+    thread that held it as its default reader ended)."""
 
     backend: str | None
     cycles: Callable[[], int] | None = None
@@ -119,6 +130,9 @@ class Reader:
     scope: str | None = None  # see Measurement
     rings: tuple[str, ...] | None = None
     _close: list[Callable[[], None]] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self._finalizer = weakref.finalize(self, _run_all, self._close)
 
     def delta(self, counter: str, first: int, second: int) -> int:
         """second - first modulo the counter's width (64 bits unless widths says)."""
@@ -156,9 +170,13 @@ class Reader:
         return self.backend == "driver" and not sysinfo.SYSFS_DIR.is_dir()
 
     def close(self) -> None:
-        for close in self._close:
-            close()
-        self._close.clear()
+        self._finalizer()
+
+
+def _run_all(closers: list[Callable[[], None]]) -> None:
+    """Run and drop each closer (a Reader's finalizer: it must not refer to the Reader)."""
+    while closers:
+        closers.pop(0)()
 
 
 def open_reader(report: Report, backend: str | None = None) -> Reader:
@@ -236,14 +254,30 @@ def _driver_reader(report: Report, status: Backend, missing: str) -> Reader:
     return reader
 
 
-_cache: dict[str, object] = {}
+# The probe's report is the machine's, shared by every thread of the process (and kept by
+# a forked child); readers are per thread: a perf event opened with pid 0 counts the
+# thread that opened it, and its mmap page is valid only in the process that mapped it.
+_cache: dict[str, Report] = {}
+_probe_lock = threading.Lock()
+
+
+class _ThreadState(threading.local):
+    reader: Reader | None = None
+
+
+_local = _ThreadState()
+# Every open default reader of this process, whatever thread opened it: a forked child
+# drops them all (see _after_fork_in_child). A thread's reader that outlives its thread
+# is closed by its finalizer (see Reader.__post_init__).
+_readers: weakref.WeakSet[Reader] = weakref.WeakSet()
 
 
 def _default_report() -> Report:
-    report = _cache.get("report")
-    if not isinstance(report, Report):
-        report = _cache["report"] = probe()
-    return report
+    with _probe_lock:
+        report = _cache.get("report")
+        if not isinstance(report, Report):
+            report = _cache["report"] = probe()
+        return report
 
 
 def _driver_gone(report: Report) -> bool:
@@ -253,22 +287,41 @@ def _driver_gone(report: Report) -> bool:
 
 
 def _default_reader() -> Reader:
-    reader = _cache.get("reader")
+    """This thread's reader of the best backend, opened on its first use in the thread."""
+    reader = _local.reader
     # The module went away since the probe (cached reader or report): probe again.
-    if isinstance(reader, Reader) and reader.stale() or _driver_gone(_default_report()):
+    if reader is not None and reader.stale() or _driver_gone(_default_report()):
         forget()
         reader = None
-    if not isinstance(reader, Reader):
-        reader = _cache["reader"] = open_reader(_default_report())
+    if reader is None:
+        reader = _local.reader = open_reader(_default_report())
+        _readers.add(reader)
     return reader
 
 
 def forget() -> None:
-    """Drop the cached probe and reader: the next measure() probes again."""
-    reader = _cache.pop("reader", None)
-    if isinstance(reader, Reader):
+    """Drop the cached probe and this thread's reader: the next measure() probes again.
+    (Other threads' readers stay open until they next need to probe.)"""
+    reader, _local.reader = _local.reader, None
+    if reader is not None:
+        _readers.discard(reader)
         reader.close()
-    _cache.pop("report", None)
+    with _probe_lock:
+        _cache.pop("report", None)
+
+
+def _after_fork_in_child() -> None:
+    """In a forked child: the parent's readers count the parent's threads and their mmap
+    pages are not mapped here (VM_DONTCOPY; the extension forgets them without munmap).
+    Close the child's copies of their descriptors; the child opens its own on first use."""
+    global _local
+    for reader in list(_readers):
+        reader.close()
+    _readers.clear()
+    _local = _ThreadState()
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 class PinnedCpu:
