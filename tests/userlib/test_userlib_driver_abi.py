@@ -233,6 +233,7 @@ def driver_measure(fake, mods, simple_pmu, monkeypatch):
                    ("perf-rdpmc", "perf-read", "timer"))
     report = probe.Report(arm64_cpu(mods), (driver, *others))
     monkeypatch.setattr(mods["measure"], "_cache", {"report": report})
+    monkeypatch.setattr(mods["measure"], "_local", mods["measure"]._ThreadState())
 
     def run(values, cycle_index=31, insn_index=5, before=10, after=10):
         FakeSpan.values_ = values
@@ -302,7 +303,8 @@ def test_reader_of_this_cpu(driver_measure, mods, simple_pmu, monkeypatch):
 
 def test_measure_after_unload_probes_again(driver_measure, fake, mods, simple_pmu,
                                            monkeypatch):
-    """A cached report that picks the driver, then rmmod: measure() probes again."""
+    """A cached report that picks the driver, then rmmod: measure(scope="cpu") probes
+    again."""
     import shutil
 
     probe = mods["probe"]
@@ -312,7 +314,7 @@ def test_measure_after_unload_probes_again(driver_measure, fake, mods, simple_pm
     probed: list[int] = []
     monkeypatch.setattr(mods["measure"], "probe", lambda: probed.append(1) or gone)
     shutil.rmtree(fake.dir)
-    with simple_pmu.measure() as m:
+    with simple_pmu.measure(scope="cpu") as m:
         pass
     assert probed == [1]
     assert m.backend is None and m.cycles is None and "driver: module gone" in m.reason

@@ -18,7 +18,7 @@ def test_measure_here(simple_pmu):
     if best is None:
         assert m.backend is None
         assert m.cycles is None and m.instructions is None
-        assert m.reason.startswith("no counter backend usable: driver: ")
+        assert m.reason.startswith("no counter backend usable for scope thread: perf-rdpmc: ")
         for name in ("perf-rdpmc", "perf-read"):
             assert f"{name}: {report.get(name).reason}" in m.reason
     else:

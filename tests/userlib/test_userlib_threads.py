@@ -60,6 +60,8 @@ def test_two_threads_each_count_their_own(stand_in, simple_pmu):
     results = {}
 
     def work(name, n):
+        with simple_pmu.measure():  # this thread's reader opens here, outside the count
+            pass
         barrier.wait()
         results[name] = _own_work(simple_pmu, n)
 

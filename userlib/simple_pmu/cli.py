@@ -22,7 +22,7 @@ from simple_pmu.errors import CounterUnavailable, Error
 from simple_pmu.measure import COUNTER_BITS, PinnedCpu, Reader, first_read, open_reader
 from simple_pmu.mhz import CLOCKS, MhzResult, measure_mhz
 from simple_pmu.native import native, native_error
-from simple_pmu.probe import COUNTER_BACKENDS, Backend, Report, probe
+from simple_pmu.probe import COUNTER_BACKENDS, SCOPES, Backend, Report, probe
 
 EXIT_OK, EXIT_UNAVAILABLE, EXIT_USAGE = 0, 1, 2
 EXIT_PIPE = 128 + 13  # SIGPIPE, as a shell reports a command the signal killed
@@ -59,7 +59,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     read = sub.add_parser("read", help="one reading of each counter")
     read.add_argument("--backend", choices=COUNTER_BACKENDS,
-                      help="insist on this backend (default: the best usable)")
+                      help="insist on this backend (default: the best usable of the scope)")
+    read.add_argument("--scope", choices=tuple(SCOPES),
+                      help="thread (default, perf: this thread) or cpu (the module's "
+                      "counters: every task on the CPU)")
     read.add_argument("--json", action="store_true", help="print a JSON object")
 
     mhz = sub.add_parser("mhz", help="CPU frequency by the dependent-XOR method")
@@ -112,10 +115,11 @@ def format_status(report: Report, width: int = 100) -> str:
         for item in rest:
             for i, w in enumerate(_wrap(item, len(pad) + 2, width)):
                 lines.append(pad + ("- " if i == 0 else "  ") + w)
-    best = report.best("cycles")
     lines.append("")
-    lines.append(f"measure() uses: {best.name}" if best else
-                 "measure() uses: no counter backend (time only)")
+    for scope, call in (("thread", "measure()"), ("cpu", 'measure(scope="cpu")')):
+        best = report.best("cycles", scope)
+        lines.append(f"{call} uses: {best.name}" if best else
+                     f"{call} uses: no counter backend (time only)")
     return "\n".join(lines)
 
 
@@ -199,7 +203,7 @@ def cmd_read(args: argparse.Namespace) -> int:
     if native is None:
         raise _unavailable(native_error, reasons.NO_NATIVE.code)
     report = probe()
-    reader = open_reader(report, args.backend)
+    reader = open_reader(report, args.backend, args.scope)
     if reader.backend is None:
         raise _unavailable(reader.reason, reasons.NO_COUNTER_BACKEND.code,
                            report.unusable_reasons())

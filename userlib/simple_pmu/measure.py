@@ -4,8 +4,13 @@
         work()
     print(m.cycles, m.instructions, m.time_ns)
 
-Backend: the best usable one from probe(), in this order (see probe.py):
-  driver      one RDPMC / mrs per counter; the thread is pinned inside the block, because
+Scope: what the counts cover. "thread" (the default, as perf stat): the calling thread
+only, wherever it runs, exact; measure(scope="cpu"): every task on the CPU, with the
+simple-pmu module's counters. Backend: the best usable one of the scope from probe()
+(see probe.py), or the one named (measure("driver") means scope "cpu"):
+  perf-rdpmc  thread: perf self-monitoring; perf keeps per-task counts, no pinning
+  perf-read   thread: one read(2) of the {cycles, instructions} perf group at each end
+  driver      cpu: one RDPMC / mrs per counter; the thread is pinned inside the block, because
               the driver's counters are per CPU: to its CPU if probe() verified reads
               there, else to the first CPU where it did. The CPU's generation (sysfs
               cpuN/generation) is read before the first read and after the last, outside
@@ -15,9 +20,12 @@ Backend: the best usable one from probe(), in this order (see probe.py):
               bits for PMCCNTR_EL0 (index 31), the driver's event_width for an event
               counter; x86 CPUID leaf 0xA's fixed or general counter width, as the RDPMC
               operand the driver published names a fixed or a general counter
-  perf-rdpmc  perf self-monitoring; perf keeps per-task counts, no pinning
-  perf-read   one read(2) of the {cycles, instructions} perf group at each end
-  none        cycles and instructions are None and m.reason says why
+  none        cycles and instructions are None and m.reason says why (for the thread
+              scope, also whether scope "cpu" would count)
+Every result says which path it came from (m.backend) and whether its counts are
+exact (m.exact True: perf) or advisory (False: the driver on x86 and on arm64 before
+5.17, where perf may move a counter and the driver notices only at its next check; m.notes
+says so).
 What the counts cover is in the result: m.scope "cpu" (the driver: everything that ran
 on that CPU, every task) or "thread" (perf: this thread only), m.rings ("user",
 "kernel"; None where the driver does not say), and for perf m.running_ratio, the
@@ -48,6 +56,7 @@ import time
 import weakref
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 from typing import TypeVar
 
 from simple_pmu import perf, reasons, sysinfo
@@ -57,12 +66,15 @@ from simple_pmu.perf import GroupReading, PerfGroup, SelfMonitor
 from simple_pmu.probe import (
     COUNTER_BACKENDS,
     DEFAULT_RECHECK_MS,
+    DEFAULT_SCOPE,
     RETRY_MARGIN_S,
     RETRY_PAUSE_S,
+    SCOPES,
     Backend,
     Report,
     driver_rings,
     probe,
+    scope_backends,
 )
 from simple_pmu.sysinfo import counter_width, read_int, x86_counter_width
 
@@ -82,6 +94,10 @@ class Measurement:
     generation: int | None = None  # driver: the CPU's generation the counts belong to
     scope: str | None = None  # "cpu": every task on that CPU (driver); "thread": perf
     rings: tuple[str, ...] | None = None  # "user", "kernel"; None: not known
+    # True: the counts are exactly this block's (perf); False: advisory (the driver where a
+    # counter perf moves is noticed only at the driver's next check: x86, arm64 < 5.17);
+    # None: no counter backend
+    exact: bool | None = None
     time_enabled_ns: int | None = None  # perf: the group's times over the block
     time_running_ns: int | None = None
     running_ratio: float | None = None  # time_running / time_enabled; None: not perf
@@ -129,6 +145,8 @@ class Reader:
     group: PerfGroup | None = None  # perf: read(2) gives both counts and the group's times
     scope: str | None = None  # see Measurement
     rings: tuple[str, ...] | None = None
+    exact: bool | None = None  # see Measurement
+    notes: tuple[reasons.Reason, ...] = ()  # e.g. advisory
     _close: list[Callable[[], None]] = field(default_factory=list)
 
     def __post_init__(self) -> None:
@@ -179,16 +197,32 @@ def _run_all(closers: list[Callable[[], None]]) -> None:
         closers.pop(0)()
 
 
-def open_reader(report: Report, backend: str | None = None) -> Reader:
-    """A Reader for the named backend, or the best usable one."""
-    if backend is None:
-        best = report.best("cycles")
-        if best is None:
-            return Reader(None, reason=report.no_backend())
-        backend = best.name
-    if backend not in COUNTER_BACKENDS:
+def resolve_scope(backend: str | None, scope: str | None) -> str:
+    """The scope a measurement counts: the one asked for, else the named backend's, else
+    the default ("thread"); UsageError if they disagree or either is unknown."""
+    if backend is not None and backend not in COUNTER_BACKENDS:
         raise UsageError(reasons.UNKNOWN_BACKEND.format(
             backend=backend, choices=", ".join(COUNTER_BACKENDS)))
+    has = next((name for name in SCOPES if backend in scope_backends(name)), None)
+    if scope is None:
+        return has or DEFAULT_SCOPE
+    scope_backends(scope)  # UsageError if unknown
+    if has is not None and has != scope:
+        raise UsageError(reasons.BACKEND_NOT_IN_SCOPE.format(backend=backend, has=has,
+                                                             scope=scope))
+    return scope
+
+
+def open_reader(report: Report, backend: str | None = None,
+                scope: str | None = None) -> Reader:
+    """A Reader for the named backend, or the best usable one of scope (default:
+    "thread"). Bound to the calling thread and process (see Reader)."""
+    scope = resolve_scope(backend, scope)
+    if backend is None:
+        best = report.best("cycles", scope)
+        if best is None:
+            return Reader(None, reason=report.no_backend(scope), scope=scope)
+        backend = best.name
     status = report.get(backend)
     if not status.usable:
         raise _unavailable(backend, status.reason, status.reasons)
@@ -198,7 +232,8 @@ def open_reader(report: Report, backend: str | None = None) -> Reader:
     missing_reason = reasons.as_reason(missing, reasons.PERF_NO_INSN.code) if missing else ""
     if backend == "driver":
         return _driver_reader(report, status, missing_reason)
-    reader = Reader(backend, reason=missing_reason, scope=perf.SCOPE, rings=perf.RINGS)
+    reader = Reader(backend, reason=missing_reason, scope=perf.SCOPE, rings=perf.RINGS,
+                    exact=True)
     group = PerfGroup.open(status.counters, user_access=backend == "perf-rdpmc")
     reader.group = group
     reader._close.append(group.close)
@@ -226,6 +261,9 @@ def _driver_reader(report: Report, status: Backend, missing: str) -> Reader:
     reader = Reader("driver", native.driver_cycles, pin=True, reason=missing,
                     cpus=status.cpus, retry_s=2 * recheck_ms / 1000 + RETRY_MARGIN_S,
                     generation=native.driver_generation, scope="cpu", rings=status.rings)
+    reader.exact, why = driver_exactness(native.ARCH)
+    if not reader.exact:
+        reader.notes = (reasons.DRIVER_ADVISORY.format(why=why),)
     if "instructions" in status.counters:
         reader.instructions = native.driver_instructions
     if native.ARCH == "x86_64" and report.cpu.perfmon:
@@ -257,12 +295,27 @@ def _driver_reader(report: Report, status: Backend, missing: str) -> Reader:
 # The probe's report is the machine's, shared by every thread of the process (and kept by
 # a forked child); readers are per thread: a perf event opened with pid 0 counts the
 # thread that opened it, and its mmap page is valid only in the process that mapped it.
+def driver_exactness(arch: str) -> tuple[bool, str]:
+    """Whether the driver's readings are exact here, and why not.
+
+    arm64 from 5.17 (perf_user_access exists): perf withdraws EL0 access whenever it
+    moves a counter, so a read across a move faults (guarded) or the CPU's generation
+    changes, and the measurement is discarded. x86, and arm64 before 5.17: a move is
+    seen only at the driver's next check (recheck_ms), so the readings are advisory."""
+    if arch == "aarch64" and Path(sysinfo.PERF_USER_ACCESS).exists():
+        return True, ""
+    if arch == "aarch64":
+        return False, "this arm64 kernel (before 5.17) lets a moved counter stay readable"
+    return False, "x86 RDPMC reads whatever counter the published operand names"
+
+
 _cache: dict[str, Report] = {}
 _probe_lock = threading.Lock()
 
 
 class _ThreadState(threading.local):
-    reader: Reader | None = None
+    def __init__(self) -> None:  # runs in each thread on its first use
+        self.readers: dict[str, Reader] = {}  # scope -> this thread's default reader
 
 
 _local = _ThreadState()
@@ -280,30 +333,31 @@ def _default_report() -> Report:
         return report
 
 
-def _driver_gone(report: Report) -> bool:
+def _driver_gone(report: Report, scope: str) -> bool:
     """The report would pick the driver, but its module was unloaded since."""
-    best = report.best("cycles")
+    best = report.best("cycles", scope)
     return best is not None and best.name == "driver" and not sysinfo.SYSFS_DIR.is_dir()
 
 
-def _default_reader() -> Reader:
-    """This thread's reader of the best backend, opened on its first use in the thread."""
-    reader = _local.reader
+def _default_reader(scope: str = DEFAULT_SCOPE) -> Reader:
+    """This thread's reader of the best backend of scope, opened on its first use in the
+    thread."""
+    reader = _local.readers.get(scope)
     # The module went away since the probe (cached reader or report): probe again.
-    if reader is not None and reader.stale() or _driver_gone(_default_report()):
+    if reader is not None and reader.stale() or _driver_gone(_default_report(), scope):
         forget()
         reader = None
     if reader is None:
-        reader = _local.reader = open_reader(_default_report())
+        reader = _local.readers[scope] = open_reader(_default_report(), scope=scope)
         _readers.add(reader)
     return reader
 
 
 def forget() -> None:
-    """Drop the cached probe and this thread's reader: the next measure() probes again.
+    """Drop the cached probe and this thread's readers: the next measure() probes again.
     (Other threads' readers stay open until they next need to probe.)"""
-    reader, _local.reader = _local.reader, None
-    if reader is not None:
+    readers, _local.readers = _local.readers, {}
+    for reader in readers.values():
         _readers.discard(reader)
         reader.close()
     with _probe_lock:
@@ -380,14 +434,15 @@ class measure:  # noqa: N801 - used as a function: with measure() as m
     code between the first and the last read is the same every time (exact counts).
     """
 
-    def __init__(self, backend: str | None = None) -> None:
+    def __init__(self, backend: str | None = None, *, scope: str | None = None) -> None:
+        self.scope = resolve_scope(backend, scope)  # UsageError now, not at the block
         self.backend = backend
         self.reader: Reader | None = None
 
     def __enter__(self) -> Measurement:
         backend = self.backend
         if backend is None:
-            reader = _default_reader()
+            reader = _default_reader(self.scope)
         else:
             report = _default_report()
             if backend == "driver" and not sysinfo.SYSFS_DIR.is_dir():
@@ -396,7 +451,8 @@ class measure:  # noqa: N801 - used as a function: with measure() as m
             reader = open_reader(report, backend)
         self.reader = reader
         self.result = result = Measurement(reader.backend, reason=reader.reason,
-                                           scope=reader.scope, rings=reader.rings)
+                                           scope=reader.scope, rings=reader.rings,
+                                           exact=reader.exact, notes=reader.notes)
         self.g0: GroupReading | None = None
         # The driver: all four reads in C, no Python object made between first and last.
         self.span = span = (native.DriverSpan(reader.instructions is not None)

@@ -64,13 +64,22 @@ NO_NATIVE = _t(
     " install .' in userlib/ of a simple-pmu checkout")
 NO_COUNTER_BACKEND = _t(
     "no_counter_backend",
-    "no counter backend usable: {summary}")
+    "no counter backend usable for scope {scope}: {summary}")
+# Added to NO_COUNTER_BACKEND of the thread scope when the cpu scope has one (same code).
+CPU_SCOPE_HINT = ("; scope cpu (measure(scope=\"cpu\")) would count every task on the CPU"
+                  " with {backend}")
 BACKEND_UNUSABLE = _t(
     "backend_unusable",
     "{backend}: {reason}")
 UNKNOWN_BACKEND = _t(
     "unknown_backend",
     "unknown backend '{backend}'; choose from {choices}")
+UNKNOWN_SCOPE = _t(
+    "unknown_scope",
+    "unknown scope '{scope}'; choose from {choices}")
+BACKEND_NOT_IN_SCOPE = _t(
+    "backend_not_in_scope",
+    "backend '{backend}' counts scope '{has}', not '{scope}'")
 ARCH_UNSUPPORTED = _t(
     "arch_unsupported",
     "architecture {arch} is not supported (x86-64 and arm64 only)")
@@ -148,6 +157,12 @@ DRIVER_NO_INSN = _t(
     "driver_no_insn",
     "no instructions: the driver counts no INST_RETIRED (event {event}) event (events is "
     "'{value}')")
+
+DRIVER_ADVISORY = _t(
+    "driver_advisory",
+    "advisory: the driver's counters are CPU-wide and {why}: perf may move a counter and "
+    "the driver notices only at its next check, so a count can include another counter's "
+    "value; use the default scope (perf, this thread) for exact counts")
 
 # measure() with the driver: why the counts of one measurement are None
 MEASURE_GENERATION_CHANGED = _t(
