@@ -249,7 +249,7 @@ def driver_measure(fake, mods, simple_pmu, monkeypatch):
 def test_measure_wraps_by_counter_width(driver_measure, fake):
     # PMCCNTR_EL0 (64 bits) across 2^64; a 32-bit event counter across 2^32.
     m = driver_measure((2**64 - 1000, 500, 2**32 - 10, 5))
-    assert (m.cycles, m.instructions, m.generation, m.reason) == (1500, 15, 10, "")
+    assert (m.cycles, m.instructions, m.generation, m.reason) == (1500, 15, 10, None)
     # Cycles on an event counter: event_width (32) applies to them too.
     m = driver_measure((2**32 - 1, 1, 7, 9), cycle_index=2)
     assert (m.cycles, m.instructions) == (2, 2)

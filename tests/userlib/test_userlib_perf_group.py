@@ -95,7 +95,7 @@ def test_measure_reports_what_it_counts(perf_read_report, simple_pmu):
     assert m.backend == "perf-read" and m.cycles and m.cycles > 0
     assert (m.scope, m.rings) == ("thread", ("user",))
     assert m.time_enabled_ns and m.time_enabled_ns == m.time_running_ns
-    assert m.running_ratio == 1.0 and m.notes == () and m.reason == ""
+    assert m.running_ratio == 1.0 and m.notes == () and m.reason is None and m.ok
     data = m.to_dict()
     assert data["rings"] == ["user"] and data["running_ratio"] == 1.0
 

@@ -205,7 +205,7 @@ def cmd_read(args: argparse.Namespace) -> int:
     report = probe()
     reader = open_reader(report, args.backend, args.scope)
     if reader.backend is None:
-        raise _unavailable(reader.reason, reasons.NO_COUNTER_BACKEND.code,
+        raise _unavailable(str(reader.reason or ""), reasons.NO_COUNTER_BACKEND.code,
                            report.unusable_reasons())
     try:
         values = reading(reader)
@@ -214,7 +214,7 @@ def cmd_read(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(jsonout.reading_doc(values)))
         return EXIT_OK
-    print(format_reading(values, reader.reason))
+    print(format_reading(values, reader.reason or ""))
     return EXIT_OK
 
 

@@ -55,7 +55,7 @@ import threading
 import time
 import weakref
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import TypeVar
 
@@ -76,6 +76,7 @@ from simple_pmu.probe import (
     probe,
     scope_backends,
 )
+from simple_pmu.reasons import Reason, as_reason
 from simple_pmu.sysinfo import counter_width, read_int, x86_counter_width
 
 COUNTER_BITS = 64  # what a counter value is read as: deltas are modulo this at most
@@ -89,7 +90,7 @@ class Measurement:
     cycles: int | None = None
     instructions: int | None = None
     time_ns: int | None = None  # set when the block exits
-    reason: str = ""  # why cycles or instructions are None (a reasons.Reason: .code)
+    reason: Reason | None = None  # why cycles or instructions are None; None: both counted
     cpu: int | None = None  # the CPU the block was pinned to (driver backend)
     generation: int | None = None  # driver: the CPU's generation the counts belong to
     scope: str | None = None  # "cpu": every task on that CPU (driver); "thread": perf
@@ -101,14 +102,22 @@ class Measurement:
     time_enabled_ns: int | None = None  # perf: the group's times over the block
     time_running_ns: int | None = None
     running_ratio: float | None = None  # time_running / time_enabled; None: not perf
-    notes: tuple[str, ...] = ()  # e.g. the group was multiplexed
+    notes: tuple[Reason, ...] = ()  # e.g. the group was multiplexed
+
+    @property
+    def ok(self) -> bool:
+        """Both counts are there (the block has ended and neither count is None), so
+        reason is None."""
+        return self.reason is None and self.cycles is not None and self.instructions is not None
 
     def to_dict(self) -> dict[str, object]:
-        data = asdict(self)
-        data["reason"] = (reasons.as_reason(self.reason).to_dict() if self.reason
-                          else None)
-        data["notes"] = [reasons.as_reason(n).to_dict() for n in self.notes]
+        """JSON-ready values: every field, reason and notes as {"code", "text"} objects
+        (reason None when there is none), rings a list, and "ok"."""
+        data = {f.name: getattr(self, f.name) for f in fields(self)}
+        data["reason"] = None if self.reason is None else as_reason(self.reason).to_dict()
+        data["notes"] = [as_reason(n).to_dict() for n in self.notes]
         data["rings"] = None if self.rings is None else list(self.rings)
+        data["ok"] = self.ok
         return data
 
 
@@ -135,7 +144,7 @@ class Reader:
     cycles: Callable[[], int] | None = None
     instructions: Callable[[], int] | None = None
     pin: bool = False
-    reason: str = ""
+    reason: Reason | None = None  # why a counter is missing (None: none is)
     widths: dict[str, int] = field(default_factory=dict)  # counter widths; 64 if absent
     cpus: tuple[int, ...] = ()  # pin: CPUs where probe() verified reads (empty: any)
     retry_s: float = 0.0  # how long a faulting first read is retried
@@ -229,7 +238,7 @@ def open_reader(report: Report, backend: str | None = None,
     assert native is not None
     # Only notes about a missing counter explain a None count (not e.g. a wait in probe).
     missing = "; ".join(n for n in status.notes if n.startswith("no instructions"))
-    missing_reason = reasons.as_reason(missing, reasons.PERF_NO_INSN.code) if missing else ""
+    missing_reason = as_reason(missing, reasons.PERF_NO_INSN.code) if missing else None
     if backend == "driver":
         return _driver_reader(report, status, missing_reason)
     reader = Reader(backend, reason=missing_reason, scope=perf.SCOPE, rings=perf.RINGS,
@@ -254,7 +263,7 @@ def _unavailable(backend: str, text: str, why: tuple[str, ...] = ()) -> CounterU
                               first.code, why or (first,))
 
 
-def _driver_reader(report: Report, status: Backend, missing: str) -> Reader:
+def _driver_reader(report: Report, status: Backend, missing: Reason | None) -> Reader:
     assert native is not None
     recheck = status.facts.get("recheck_ms", DEFAULT_RECHECK_MS)
     recheck_ms = recheck if isinstance(recheck, int) else DEFAULT_RECHECK_MS
@@ -427,16 +436,22 @@ class measure:  # noqa: N801 - used as a function: with measure() as m
     """Measure the block; see the module docstring for how the backend is chosen.
 
     backend: "driver", "perf-rdpmc" or "perf-read" to insist on one (CounterUnavailable
-    if it cannot be used here); None for the best. The first call probes (~0.5 s; up to
-    2 * recheck_ms more with the module loaded, see probe.py).
+    if it cannot be used here); None for the best of the scope. scope: "thread" (the
+    default, unless backend is "driver") or "cpu". strict: raise CounterUnavailable
+    (with the reason's code) instead of giving a result without both counts: at the
+    start when the backend cannot count both, at the end when the counts were
+    discarded (not when an exception leaves the block). The first call probes (~0.5 s;
+    up to 2 * recheck_ms more with the module loaded, see probe.py).
 
     A class, not a generator: the last reads are the first thing __exit__ does, so the
     code between the first and the last read is the same every time (exact counts).
     """
 
-    def __init__(self, backend: str | None = None, *, scope: str | None = None) -> None:
+    def __init__(self, backend: str | None = None, *, scope: str | None = None,
+                 strict: bool = False) -> None:
         self.scope = resolve_scope(backend, scope)  # UsageError now, not at the block
         self.backend = backend
+        self.strict = strict
         self.reader: Reader | None = None
 
     def __enter__(self) -> Measurement:
@@ -450,6 +465,11 @@ class measure:  # noqa: N801 - used as a function: with measure() as m
                 report = _default_report()
             reader = open_reader(report, backend)
         self.reader = reader
+        if self.strict and (reader.cycles is None or reader.instructions is None):
+            why = reader.reason or reasons.NO_INSN_COUNTER.format()
+            if self.backend is not None:
+                reader.close()
+            raise CounterUnavailable(why, why.code, (why,))
         self.result = result = Measurement(reader.backend, reason=reader.reason,
                                            scope=reader.scope, rings=reader.rings,
                                            exact=reader.exact, notes=reader.notes)
@@ -490,16 +510,16 @@ class measure:  # noqa: N801 - used as a function: with measure() as m
             try:
                 span.stop()
             except CounterFault as err:
-                self._finish(reasons.as_reason(str(err), err.code), 0, 0)
+                self._finish(as_reason(str(err), err.code), 0, 0, strict=typ is None)
                 return
-            self._finish("", 0, 0)
+            self._finish(None, 0, 0, strict=typ is None)
             return
-        self._exit_python_reads()
+        self._exit_python_reads(strict=typ is None)
 
-    def _exit_python_reads(self) -> None:
+    def _exit_python_reads(self, strict: bool) -> None:
         reader = self.reader
         assert reader is not None
-        fault = ""
+        fault: Reason | None = None
         c1 = i1 = 0
         group, g1 = reader.group, None
         try:
@@ -512,10 +532,21 @@ class measure:  # noqa: N801 - used as a function: with measure() as m
                 if group is not None:
                     g1 = group.read()
         except CounterFault as err:  # access withdrawn during the block
-            fault = reasons.as_reason(str(err), err.code)
-        self._finish(fault, c1, i1, g1)
+            fault = as_reason(str(err), err.code)
+        self._finish(fault, c1, i1, g1, strict=strict)
 
-    def _finish(self, fault: str, c1: int, i1: int, g1: GroupReading | None = None) -> None:
+    def _finish(self, fault: Reason | None, c1: int, i1: int, g1: GroupReading | None = None,
+                *, strict: bool = False) -> None:
+        """The result from the last reads; strict (and no exception leaving the block):
+        CounterUnavailable if it has not both counts."""
+        self._result(fault, c1, i1, g1)
+        result = self.result
+        if strict and self.strict and not result.ok:
+            why = result.reason or reasons.NO_INSN_COUNTER.format()
+            raise CounterUnavailable(why, why.code, (why,))
+
+    def _result(self, fault: Reason | None, c1: int, i1: int,
+                g1: GroupReading | None = None) -> None:
         span, reader, result = self.span, self.reader, self.result
         assert reader is not None
         t1 = time.perf_counter_ns()

@@ -167,7 +167,7 @@ def measure_mhz(runs: int = 1, clock: str = "cpu", use_cycle_counter: bool = Tru
         from simple_pmu.measure import _default_reader
 
         reader = _default_reader()
-        cycles, backend, reason = reader.cycles, reader.backend, reader.reason
+        cycles, backend, reason = reader.cycles, reader.backend, reader.reason or ""
     count = calibrate(read_clock)
     results = []
     with contextlib.ExitStack() as stack:

@@ -14,7 +14,10 @@ import os
 
 
 class Reason(str):
-    """A reason's text with its stable code (a str subclass: use it as the text)."""
+    """A reason's text with its stable code (a str subclass: use it as the text).
+
+    Immutable like the str it is; copy.copy, copy.deepcopy and pickle give an equal
+    Reason with the same code."""
 
     code: str
 
@@ -23,11 +26,25 @@ class Reason(str):
         obj.code = code
         return obj
 
+    def __reduce__(self) -> tuple[type[Reason], tuple[str, str]]:
+        # str's own protocol would call Reason(text), without the code.
+        return Reason, (self.code, str(self))
+
+    def __copy__(self) -> Reason:
+        return self
+
+    def __deepcopy__(self, memo: object) -> Reason:
+        return self
+
+    def __repr__(self) -> str:
+        return f"Reason({self.code!r}, {str(self)!r})"
+
     def extended(self, suffix: str) -> Reason:
         """The same reason with more text after it (e.g. RETRIED)."""
         return Reason(self.code, str(self) + suffix)
 
     def to_dict(self) -> dict[str, str]:
+        """The one JSON shape of a reason, everywhere: {"code": ..., "text": ...}."""
         return {"code": self.code, "text": str(self)}
 
 
