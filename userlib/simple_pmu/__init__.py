@@ -6,6 +6,9 @@
         work()
     m.cycles, m.instructions, m.time_ns
     m.scope, m.rings, m.running_ratio  # what the counts cover
+    m.ok, m.reason, m.exact            # both counts there; why not; exact or advisory
+    with simple_pmu.Counters() as c:   # raw reads: Sample, and Sample - Sample a Delta
+        a = c.read(); work(); d = c.read() - a
 
 Errors: every exception simple_pmu raises on purpose is a simple_pmu.Error (see
 simple_pmu.errors): UsageError (a bad argument; also ValueError), CounterUnavailable
@@ -16,6 +19,7 @@ The counter reads live in the C extension simple_pmu._native, built from
 include/cycles.h; the rest is the standard library only.
 """
 
+from simple_pmu.counters import Counters, Delta, Sample
 from simple_pmu.errors import (
     CounterFault,
     CounterUnavailable,
@@ -50,10 +54,13 @@ __all__ = [
     "Backend",
     "CounterFault",
     "CounterUnavailable",
+    "Counters",
+    "Delta",
     "Error",
     "Measurement",
     "PerfError",
     "Report",
+    "Sample",
     "UsageError",
     "known_loop",
     "measure",

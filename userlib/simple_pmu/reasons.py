@@ -240,6 +240,22 @@ NO_INSN_COUNTER = _t(
     "no_insn_counter",
     "no instructions counter")
 
+# Counters and Samples (the raw-read API)
+COUNTERS_CLOSED = _t(
+    "counters_closed",
+    "these Counters are closed")
+COUNTERS_OTHER_THREAD = _t(
+    "counters_other_thread",
+    "these Counters ({backend}) belong to the thread (and process) that opened them: its"
+    " events count that thread only; open Counters in this thread")
+SAMPLES_UNRELATED = _t(
+    "samples_unrelated",
+    "these Samples come from different Counters: only samples of one subtract")
+SAMPLES_MOVED = _t(
+    "samples_moved",
+    "the driver's counters changed between the two samples ({before} -> {after}: perf"
+    " moved or reloaded a counter, or the CPU changed); counts discarded, sample again")
+
 # The time-stamp counter / generic timer
 NO_TSC = _t(
     "no_tsc",
