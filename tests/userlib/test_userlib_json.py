@@ -95,7 +95,9 @@ def test_error_document(simple_pmu, jsonout):
     why = (reasons.DRIVER_NOT_LOADED.format(path="/x"),)
     doc = jsonout.error_doc("read", errors.CounterUnavailable("driver: gone", why[0].code, why))
     validate(doc)
-    assert doc["error"] == {"code": "driver_not_loaded", "text": "driver: gone"}
+    assert doc["error"] == {"code": "driver_not_loaded", "text": "driver: gone",
+                            "remedy": why[0].remedy}
+    assert doc["error"]["remedy"].startswith("as root: modprobe simple-pmu")
 
 
 @pytest.mark.parametrize("breakage", [

@@ -63,7 +63,8 @@ def test_measurement_with_a_reason_and_notes(simple_pmu, reasons):
     m = _measurement(simple_pmu, reasons)
     data = m.to_dict()
     json.dumps(data)
-    assert data["reason"] == {"code": "perf_not_scheduled", "text": str(m.reason)}
+    assert data["reason"] == {"code": "perf_not_scheduled", "text": str(m.reason),
+                              "remedy": m.reason.remedy}
     assert [n["code"] for n in data["notes"]] == ["perf_multiplexed"]
     assert data["ok"] is False and data["rings"] == ["user"]
     for back in _copies(m):

@@ -151,7 +151,8 @@ def _details(backend: Backend) -> list[str]:
         counting = describe_counting(backend.scope, backend.rings)
         if counting:
             head += f" (counts {counting})"
-    items = [head, *backend.reasons, *backend.notes]
+    items = [head, *(reasons.as_reason(r).with_remedy() for r in backend.reasons),
+             *(reasons.as_reason(n).with_remedy() for n in backend.notes)]
     facts = ", ".join(f"{k}={_fact(v)}" for k, v in backend.facts.items())
     if facts:
         items.append(f"facts: {facts}")
@@ -192,6 +193,7 @@ def reading(reader: Reader) -> dict[str, object]:
             notes.append(reasons.PERF_MULTIPLEXED.format(
                 percent=100 * ratio, running=running, enabled=enabled))
     values.update(scope=reader.scope, rings=None if reader.rings is None else list(reader.rings),
+                  exact=reader.exact,
                   time_enabled_ns=enabled, time_running_ns=running, running_ratio=ratio,
                   reason=(reasons.as_reason(reader.reason).to_dict() if reader.reason
                           else None),
@@ -276,15 +278,7 @@ def cmd_mhz(args: argparse.Namespace) -> int:
         raise _unavailable(native_error, reasons.NO_NATIVE.code)
     result = measure_mhz(args.runs, args.clock)
     if args.json:
-        print(json.dumps({
-            "clock": result.clock,
-            "median_mhz": result.median_mhz,
-            "median_timer_mhz": result.median_timer_mhz,
-            "median_cycles_mhz": result.median_cycles_mhz,
-            "cycle_backend": result.cycle_backend,
-            "cycle_reason": result.cycle_reason or None,
-            "runs": [vars(r) for r in result.runs],
-        }))
+        print(json.dumps(jsonout.mhz_doc(result)))
     else:
         print(format_mhz(result))
     return EXIT_OK

@@ -57,6 +57,7 @@ def perf_error(event: str, err: int) -> PerfError:
     reason = reasons.PERF_OPEN_FAILED.format(
         event=event, errname=reasons.errno_name(err),
         meaning=reasons.perf_errno_meaning(err, read_int(PARANOID)))
+    reason = reason.extended("", reasons.PERF_ERRNO_REMEDIES.get(err, ""))
     return PerfError(event, err, reason)
 
 

@@ -96,6 +96,12 @@ class Backend:
     def reason(self) -> str:
         return "; ".join(self.reasons)
 
+    def joined_reason(self) -> Reason:
+        """Every reason in one: the texts joined by "; ", the first one's code and
+        remedy."""
+        first = reasons.as_reason(self.reasons[0]) if self.reasons else Reason("other", "")
+        return Reason(first.code, self.reason, first.remedy)
+
     def to_dict(self) -> dict[str, object]:
         """The JSON form (docs/simple-pmu.1 JSON OUTPUT; schema/simple-pmu.schema.json)."""
         return {
@@ -107,7 +113,7 @@ class Backend:
             "rings": None if self.rings is None else list(self.rings),
             "cpus": list(self.cpus),
             "reasons": [reasons.as_reason(r).to_dict() for r in self.reasons],
-            "reason": self.reason,
+            "reason": self.joined_reason().to_dict() if self.reasons else None,
             "notes": [reasons.as_reason(n).to_dict() for n in self.notes],
             "facts": dict(self.facts),
         }
@@ -151,8 +157,12 @@ class Report:
                                                   summary=self.unusable_summary(scope))
         cpu = self.best("cycles", "cpu") if scope == "thread" else None
         if cpu is not None:
-            reason = reason.extended(reasons.CPU_SCOPE_HINT.format(backend=cpu.name))
-        return reason
+            return reason.extended(reasons.CPU_SCOPE_HINT.format(backend=cpu.name),
+                                   'measure(scope="cpu") or read --scope cpu')
+        # The first remedy of the scope's backends, best first.
+        remedy = next((r.remedy for b in self.backends if b.name in scope_backends(scope)
+                       for r in b.reasons if getattr(r, "remedy", "")), "")
+        return reason.extended("", remedy)
 
     def to_dict(self) -> dict[str, object]:
         best = self.best("cycles")
