@@ -67,7 +67,12 @@ def test_read_json(venv, simple_pmu):
         assert res.returncode == 1
         assert data["error"]["code"] == "no_counter_backend"
         assert res.stderr == f"simple-pmu read: {data['error']['text']}\n"
-        assert {r["code"] for r in data["reasons"]} >= {"driver_not_loaded"} or \
+        # The thread scope's backends only, each reason once.
+        assert {b for r in data["reasons"] for b in r["backends"]} <= {"perf-rdpmc",
+                                                                       "perf-read"}
+        assert len({(r["code"], r["text"]) for r in data["reasons"]}) == len(data["reasons"])
+        cpu = json.loads(run(venv, "read", "--scope", "cpu", "--json").stdout)
+        assert {r["code"] for r in cpu["reasons"]} >= {"driver_not_loaded"} or \
             SYSFS.exists()
     else:
         assert res.returncode == 0, res.stderr
@@ -88,8 +93,8 @@ def test_read(venv, simple_pmu):
     best = simple_pmu.probe().best("cycles")
     if best is None:
         assert res.returncode == 1 and res.stdout == ""
-        assert res.stderr.startswith("simple-pmu read: no counter backend usable for scope thread: "
-                                  "perf-rdpmc: ")
+        assert res.stderr.startswith("simple-pmu read: no counter backend usable for scope "
+                                     "thread:\n  perf-rdpmc")
     else:
         assert res.returncode == 0, res.stderr
         assert re.search(r"^cycles\s+\d+$", res.stdout, re.M)

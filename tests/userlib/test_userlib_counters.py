@@ -75,7 +75,7 @@ def test_driver_samples(driver_measure, fake_reads, simple_pmu, monkeypatch):  #
     monkeypatch.setattr(simple_pmu.native, "driver_generation", lambda: next(generation))
     with simple_pmu.Counters(scope="cpu") as counters:
         a, b, c = counters.read(), counters.read(), counters.read()
-    assert (a.backend, a.scope, a.exact, a.cpu) == ("driver", "cpu", False, CPUS[0])
+    assert (a.backend, a.scope, a.exact) == ("driver", "cpu", False) and a.cpu in CPUS
     d = b - a
     assert d.ok and d.exact is False and d.cycles > 0 and d.instructions > 0
     moved = c - b

@@ -207,8 +207,7 @@ def cmd_read(args: argparse.Namespace) -> int:
     report = probe()
     reader = open_reader(report, args.backend, args.scope)
     if reader.backend is None:
-        raise _unavailable(str(reader.reason or ""), reasons.NO_COUNTER_BACKEND.code,
-                           report.unusable_reasons())
+        raise no_backend_error(report, reader.scope or "thread", reader.reason)
     try:
         values = reading(reader)
     finally:
@@ -218,6 +217,27 @@ def cmd_read(args: argparse.Namespace) -> int:
         return EXIT_OK
     print(format_reading(values, reader.reason or ""))
     return EXIT_OK
+
+
+def no_backend_error(report: Report, scope: str,
+                     reason: reasons.Reason | None) -> CounterUnavailable:
+    """read without a counter backend: each distinct reason once, with the backends of
+    the scope that have it and its remedy; and, for the thread scope, whether the cpu
+    scope would count."""
+    grouped = report.grouped_reasons(scope)
+    lines = [f"no counter backend usable for scope {scope}:"]
+    seen: set[str] = set()  # a remedy shared by several reasons is given once
+    for why, names in grouped:
+        text = str(why) if why.remedy in seen else why.with_remedy()
+        seen.add(why.remedy)
+        lines.append(f"  {', '.join(names)}: {text}")
+    if reason is not None and reason.remedy and not any(
+            why.remedy == reason.remedy for why, _ in grouped):
+        lines.append(f"  (fix: {reason.remedy})")
+    error = CounterUnavailable("\n".join(lines), reasons.NO_COUNTER_BACKEND.code,
+                               [why for why, _ in grouped])
+    error.backends = tuple(names for _, names in grouped)
+    return error
 
 
 def format_reading(values: dict[str, object], reason: str) -> str:
@@ -327,6 +347,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     BrokenPipeError, flushing inside the try so that a write still buffered fails here
     and not at exit, then point stdout at /dev/null so that the interpreter's own flush
     at exit does not fail again. SIGPIPE keeps Python's SIG_IGN."""
+    if sys.stdout is None:  # started with descriptor 1 closed (`simple-pmu status >&-`)
+        print(f"{PROG}: standard output is closed: nothing to write the result to",
+              file=sys.stderr)
+        return EXIT_UNAVAILABLE
     try:
         try:
             return run(argv)
@@ -337,6 +361,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         os.dup2(devnull, sys.stdout.fileno())
         os.close(devnull)
         return EXIT_PIPE
+    except OSError as exc:  # e.g. EBADF, ENOSPC: the output could not be written
+        print(f"{PROG}: cannot write to standard output: {exc}", file=sys.stderr)
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+        return EXIT_UNAVAILABLE
 
 
 if __name__ == "__main__":

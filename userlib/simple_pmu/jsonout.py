@@ -74,9 +74,14 @@ def error_doc(command: str, error: Error) -> dict[str, object]:
     why = [reasons.as_reason(r) for r in getattr(error, "reasons", ())]
     remedy = next((r.remedy for r in why if r.remedy),
                   getattr(error.args[0], "remedy", "") if error.args else "")
+    items: list[dict[str, object]] = [dict(r.to_dict()) for r in why]
+    owners = getattr(error, "backends", ())
+    if len(owners) == len(items):  # grouped: each reason once, with its backends
+        items = [item | {"backends": list(names)} for item, names in zip(items, owners,
+                                                                         strict=True)]
     return _head(command) | {
         "error": reasons.Reason(error.code, str(error), remedy).to_dict(),
-        "reasons": [r.to_dict() for r in why],
+        "reasons": items,
     }
 
 

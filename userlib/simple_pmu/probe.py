@@ -145,6 +145,20 @@ class Report:
         return "; ".join(f"{b.name}: {b.reason}" for b in self.backends
                          if b.name in names and not b.usable)
 
+    def grouped_reasons(self, scope: str | None = None
+                        ) -> list[tuple[Reason, tuple[str, ...]]]:
+        """Every distinct reason of the unusable counter backends (of scope, if given),
+        once, with the names of the backends that have it, in order."""
+        names = COUNTER_BACKENDS if scope is None else scope_backends(scope)
+        grouped: dict[tuple[str, str], tuple[Reason, list[str]]] = {}
+        for b in self.backends:
+            if b.name not in names or b.usable:
+                continue
+            for r in b.reasons:
+                why = reasons.as_reason(r)
+                grouped.setdefault((why.code, str(why)), (why, []))[1].append(b.name)
+        return [(why, tuple(owners)) for why, owners in grouped.values()]
+
     def unusable_reasons(self) -> tuple[Reason, ...]:
         """Every reason of every unusable counter backend."""
         return tuple(r for b in self.backends if b.name in COUNTER_BACKENDS and not b.usable
