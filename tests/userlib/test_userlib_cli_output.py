@@ -12,8 +12,9 @@ from userlib_helpers import validate
 
 @pytest.fixture
 def parts(simple_pmu):
-    return {n: importlib.import_module(f"simple_pmu.{n}")
-            for n in ("cli", "jsonout", "probe", "reasons")}
+    return {n: importlib.import_module(f"simple_pmu.{m}")
+            for n, m in (("cli", "cli"), ("jsonout", "jsonout"), ("probe", "_probe"),
+                         ("reasons", "reasons"))}
 
 
 def _report(parts):

@@ -19,8 +19,11 @@ CPUS = sorted(os.sched_getaffinity(0))
 
 @pytest.fixture
 def mods(simple_pmu):
-    names = ("probe", "sysinfo", "measure", "reasons", "mhz")
-    return {n: importlib.import_module(f"simple_pmu.{n}") for n in names}
+    # probe and measure: the modules _probe and _measure (the package's names are the
+    # function and the class they export).
+    names = {"probe": "_probe", "sysinfo": "sysinfo", "measure": "_measure",
+             "reasons": "reasons", "mhz": "mhz"}
+    return {n: importlib.import_module(f"simple_pmu.{m}") for n, m in names.items()}
 
 
 @pytest.fixture
@@ -497,7 +500,7 @@ import importlib, json, os, sys
 from pathlib import Path
 import simple_pmu
 from simple_pmu import native, sysinfo
-probe = importlib.import_module("simple_pmu.probe")  # the package's probe is the function
+probe = importlib.import_module("simple_pmu._probe")
 sysinfo.SYSFS_DIR = Path(native.SYSFS_DIR)
 sysinfo.EVENT_SOURCE = Path(sys.argv[1])
 probe._x86_driver_hardware = lambda cpu, facts: []  # this host's CPUID has no perfmon

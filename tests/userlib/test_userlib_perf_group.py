@@ -77,8 +77,8 @@ def test_parse_group_read(perf, simple_pmu):
 @pytest.fixture
 def perf_read_report(simple_pmu, monkeypatch, perf):
     """A report where perf-read is usable, its group made of software events."""
-    probe = importlib.import_module("simple_pmu.probe")
-    measure = importlib.import_module("simple_pmu.measure")
+    probe = importlib.import_module("simple_pmu._probe")
+    measure = importlib.import_module("simple_pmu._measure")
     monkeypatch.setattr(perf, "EVENTS", dict(SOFTWARE))
     backend = probe.Backend("perf-read", "software stand-in", True,
                             counters=("cycles", "instructions"), scope="thread",

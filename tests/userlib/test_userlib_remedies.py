@@ -67,7 +67,7 @@ def test_thread_scope_points_to_the_cpu_scope(driver_measure, simple_pmu, mods):
 def test_status_text_and_json_carry_remedies(simple_pmu, reasons):
     cli = importlib.import_module("simple_pmu.cli")
     jsonout = importlib.import_module("simple_pmu.jsonout")
-    probe = importlib.import_module("simple_pmu.probe")
+    probe = importlib.import_module("simple_pmu._probe")
     why = reasons.DRIVER_NOT_LOADED.format(path="/sys/x")
     report = probe.Report(probe.cpu_info(), (probe.Backend("driver", "d", False, (why,)),
                           *(probe.Backend(n, n, False, (reasons.NO_INSN_COUNTER.format(),))

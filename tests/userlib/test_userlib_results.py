@@ -52,7 +52,7 @@ def _field_names(text):
 
 
 def _measurement(simple_pmu, reasons):
-    measure = importlib.import_module("simple_pmu.measure")
+    measure = importlib.import_module("simple_pmu._measure")
     return measure.Measurement(
         "perf-read", None, None, 5, reasons.PERF_NOT_SCHEDULED.format(enabled=9),
         scope="thread", rings=("user",), exact=True,

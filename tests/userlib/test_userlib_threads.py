@@ -25,8 +25,8 @@ SMALL, LARGE = 1_000_000, 30_000_000  # known_loop iterations
 @pytest.fixture
 def stand_in(simple_pmu, monkeypatch):
     """The default measure() on perf-read with software events; fresh per-thread state."""
-    probe = importlib.import_module("simple_pmu.probe")
-    measure = importlib.import_module("simple_pmu.measure")
+    probe = importlib.import_module("simple_pmu._probe")
+    measure = importlib.import_module("simple_pmu._measure")
     perf = importlib.import_module("simple_pmu.perf")
     monkeypatch.setattr(perf, "EVENTS", dict(SOFTWARE))
     backend = probe.Backend("perf-read", "software stand-in", True,

@@ -20,10 +20,10 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
+from simple_pmu._extension import native, native_error
+from simple_pmu._probe import Report
 from simple_pmu.errors import CounterUnavailable
-from simple_pmu.native import native, native_error
 from simple_pmu.perf import SelfMonitor, open_event, read_count
-from simple_pmu.probe import Report
 
 DEFAULT_CALLS = 1_000_000
 DEFAULT_REPEATS = 7

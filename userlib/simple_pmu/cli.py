@@ -17,12 +17,12 @@ import textwrap
 from collections.abc import Sequence
 
 from simple_pmu import __version__, jsonout, reasons
+from simple_pmu._extension import native, native_error
+from simple_pmu._measure import COUNTER_BITS, PinnedCpu, Reader, first_read, open_reader
+from simple_pmu._probe import COUNTER_BACKENDS, SCOPES, Backend, Report, probe
 from simple_pmu.bench import DEFAULT_CALLS, DEFAULT_REPEATS, GOAL_RATIO, bench, paths_table
 from simple_pmu.errors import CounterUnavailable, Error
-from simple_pmu.measure import COUNTER_BITS, PinnedCpu, Reader, first_read, open_reader
 from simple_pmu.mhz import CLOCKS, MhzResult, measure_mhz
-from simple_pmu.native import native, native_error
-from simple_pmu.probe import COUNTER_BACKENDS, SCOPES, Backend, Report, probe
 
 EXIT_OK, EXIT_UNAVAILABLE, EXIT_USAGE = 0, 1, 2
 EXIT_PIPE = 128 + 13  # SIGPIPE, as a shell reports a command the signal killed

@@ -27,8 +27,7 @@ from dataclasses import dataclass
 from types import TracebackType
 
 from simple_pmu import reasons
-from simple_pmu.errors import CounterUnavailable, UsageError
-from simple_pmu.measure import (
+from simple_pmu._measure import (
     COUNTER_BITS,
     PinnedCpu,
     Reader,
@@ -37,6 +36,7 @@ from simple_pmu.measure import (
     open_reader,
     wrap_delta,
 )
+from simple_pmu.errors import CounterUnavailable, UsageError
 from simple_pmu.reasons import Reason
 
 

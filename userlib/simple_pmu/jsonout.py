@@ -22,9 +22,9 @@ from simple_pmu import reasons
 from simple_pmu.errors import Error
 
 if TYPE_CHECKING:
+    from simple_pmu._probe import Report
     from simple_pmu.bench import BenchResult
     from simple_pmu.mhz import MhzResult
-    from simple_pmu.probe import Report
 
 SCHEMA_VERSION = 3  # 3: reasons carry a remedy; backend.reason an object; mhz; read.exact
 SCHEMA_FILE = "simple-pmu.schema.json"

@@ -21,8 +21,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from simple_pmu import reasons
+from simple_pmu._extension import native, native_error
 from simple_pmu.errors import CounterUnavailable, PerfError
-from simple_pmu.native import native, native_error
 from simple_pmu.sysinfo import PARANOID, read_int
 
 if TYPE_CHECKING:

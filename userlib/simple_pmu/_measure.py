@@ -7,7 +7,7 @@
 Scope: what the counts cover. "thread" (the default, as perf stat): the calling thread
 only, wherever it runs, exact; measure(scope="cpu"): every task on the CPU, with the
 simple-pmu module's counters. Backend: the best usable one of the scope from probe()
-(see probe.py), or the one named (measure("driver") means scope "cpu"):
+(see _probe.py), or the one named (measure("driver") means scope "cpu"):
   perf-rdpmc  thread: perf self-monitoring; perf keeps per-task counts, no pinning
   perf-read   thread: one read(2) of the {cycles, instructions} perf group at each end
   driver      cpu: one RDPMC / mrs per counter; the thread is pinned inside the block, because
@@ -60,10 +60,8 @@ from pathlib import Path
 from typing import TypeVar
 
 from simple_pmu import perf, reasons, sysinfo
-from simple_pmu.errors import CounterFault, CounterUnavailable, UsageError
-from simple_pmu.native import native
-from simple_pmu.perf import GroupReading, PerfGroup, SelfMonitor
-from simple_pmu.probe import (
+from simple_pmu._extension import native
+from simple_pmu._probe import (
     COUNTER_BACKENDS,
     DEFAULT_RECHECK_MS,
     DEFAULT_SCOPE,
@@ -76,6 +74,8 @@ from simple_pmu.probe import (
     probe,
     scope_backends,
 )
+from simple_pmu.errors import CounterFault, CounterUnavailable, UsageError
+from simple_pmu.perf import GroupReading, PerfGroup, SelfMonitor
 from simple_pmu.reasons import Reason, as_reason
 from simple_pmu.sysinfo import counter_width, read_int, x86_counter_width
 
@@ -441,7 +441,7 @@ class measure:  # noqa: N801 - used as a function: with measure() as m
     (with the reason's code) instead of giving a result without both counts: at the
     start when the backend cannot count both, at the end when the counts were
     discarded (not when an exception leaves the block). The first call probes (~0.5 s;
-    up to 2 * recheck_ms more with the module loaded, see probe.py).
+    up to 2 * recheck_ms more with the module loaded, see _probe.py).
 
     A class, not a generator: the last reads are the first thing __exit__ does, so the
     code between the first and the last read is the same every time (exact counts).

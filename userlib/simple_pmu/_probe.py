@@ -39,9 +39,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from simple_pmu import perf, reasons, sysinfo
+from simple_pmu._extension import native, native_error
 from simple_pmu.child import ChildResult, run_in_child
 from simple_pmu.errors import CounterFault, CounterUnavailable, PerfError, UsageError
-from simple_pmu.native import native, native_error
 from simple_pmu.perf import PerfGroup, SelfMonitor
 from simple_pmu.reasons import Reason
 from simple_pmu.sysinfo import (
