@@ -111,3 +111,17 @@ def test_strict_raises_where_a_result_would_lack_counts(driver_measure, simple_p
     with simple_pmu.measure("driver", strict=True) as m:
         pass
     assert m.ok and (m.cycles, m.instructions) == (250, 30)
+
+
+def test_backend_reason_has_the_one_shape(simple_pmu, reasons):
+    """Backend.reason is a Reason like Measurement.reason (None when usable), not a bare
+    string: the joined texts with the first reason's code and remedy."""
+    probe = importlib.import_module("simple_pmu._probe")
+    why = (reasons.DRIVER_NOT_LOADED.format(path="/x"), reasons.NO_TSC.format())
+    backend = probe.Backend("driver", "d", False, why)
+    assert isinstance(backend.reason, reasons.Reason)
+    assert (backend.reason.code, backend.reason.remedy) == ("driver_not_loaded",
+                                                            why[0].remedy)
+    assert backend.reason == "; ".join(why)
+    assert backend.to_dict()["reason"] == backend.reason.to_dict()
+    assert probe.Backend("timer", "t", True).reason is None

@@ -234,7 +234,7 @@ def open_reader(report: Report, backend: str | None = None,
         backend = best.name
     status = report.get(backend)
     if not status.usable:
-        raise _unavailable(backend, status.reason, status.reasons)
+        raise _unavailable(backend, str(status.reason or ""), status.reasons)
     assert native is not None
     # Only notes about a missing counter explain a None count (not e.g. a wait in probe).
     missing = "; ".join(n for n in status.notes if n.startswith("no instructions"))

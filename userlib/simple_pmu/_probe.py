@@ -93,14 +93,13 @@ class Backend:
     rings: tuple[str, ...] | None = None  # "user", "kernel"; None: unknown or not counted
 
     @property
-    def reason(self) -> str:
-        return "; ".join(self.reasons)
-
-    def joined_reason(self) -> Reason:
-        """Every reason in one: the texts joined by "; ", the first one's code and
-        remedy."""
-        first = reasons.as_reason(self.reasons[0]) if self.reasons else Reason("other", "")
-        return Reason(first.code, self.reason, first.remedy)
+    def reason(self) -> Reason | None:
+        """Why it is unusable, as one Reason (the same shape as everywhere else): the
+        texts joined by "; ", the first one's code and remedy; None when usable."""
+        if not self.reasons:
+            return None
+        first = reasons.as_reason(self.reasons[0])
+        return Reason(first.code, "; ".join(self.reasons), first.remedy)
 
     def to_dict(self) -> dict[str, object]:
         """The JSON form (docs/simple-pmu.1 JSON OUTPUT; schema/simple-pmu.schema.json)."""
@@ -113,7 +112,7 @@ class Backend:
             "rings": None if self.rings is None else list(self.rings),
             "cpus": list(self.cpus),
             "reasons": [reasons.as_reason(r).to_dict() for r in self.reasons],
-            "reason": self.joined_reason().to_dict() if self.reasons else None,
+            "reason": None if self.reason is None else self.reason.to_dict(),
             "notes": [reasons.as_reason(n).to_dict() for n in self.notes],
             "facts": dict(self.facts),
         }
