@@ -1,118 +1,169 @@
 /* SPDX-License-Identifier: GPL-2.0-only */
 /*
- * cycles.h - read the CPU's cycle and instruction counters from user space,
- * once the simple-pmu module has switched user access on.
+ * cycles.h - read the CPU's cycle and instruction counters from user space.
  *
- * The API of the 2011 simple-pmu cycles.h, unchanged in names and meaning,
- * on x86-64 and arm64:
+ * The API of the 2011 simple-pmu cycles.h, unchanged in names, on x86-64
+ * and arm64, now counting the calling thread by default:
  *
  *   counter_t            unsigned long long
- *   perfmon_available()  > 0 if the counters below can be read, else 0
+ *   perfmon_available()  > 0 if this thread's counters can be read (below)
  *   sync_core()          keep work from moving across a counter read
  *   unhalted_core()      core cycles while not halted
  *   insn_retired()       instructions retired
- *   unhalted_ref()       reference cycles (constant rate)
+ *   unhalted_ref()       reference cycles (x86; arm64: the generic timer)
  *   rdtsc(), rdtscp()    time-stamp counter, unordered / after prior work
  *   pin_cpu(), unpin_cpu()  keep the thread on one CPU while measuring
  *
- * and additions for the per-CPU state the driver publishes:
+ * Read paths, tried in this order when a thread first uses the header
+ * (and again in a child after fork()):
  *
- *   cycles_generation()  this CPU's generation: a measurement is valid only
- *                        if it is the same before and after (below)
- *   cycles_refresh()     forget what was read from sysfs and read it again
- *                        (0; -1 if the driver publishes no placement, as
- *                        without the module or with a driver older than
- *                        this header)
- *   cycles_unavailable_reason()  NULL when perfmon_available() is > 0, else
- *                        a short text naming the check that failed
+ *   CYCLES_PATH_PERF_MMAP  perf self-monitoring: this thread's own perf
+ *       events (pid 0, cpu -1, user space only: exclude_kernel and
+ *       exclude_hv, as the module's default ring and as perf_event_paranoid
+ *       2 requires of unprivileged users), read with rdpmc / mrs through
+ *       the event's mmap page exactly as include/uapi/linux/perf_event.h
+ *       documents it and libperf's perf_mmap__read_self() does: retry while
+ *       `lock` changes, `index` 0 means "not on a counter now" (then the
+ *       reading comes from read(2)), the counter is sign-extended from
+ *       `pmc_width` bits. Exact. x86: needs the cpu PMU's rdpmc attribute
+ *       at 1 (the kernel's default) or 2. arm64: Linux >= 5.17 and
+ *       kernel.perf_user_access=1; the events ask with config1 bit 1.
+ *   CYCLES_PATH_PERF_READ  the same events through read(2) where the mmap
+ *       page grants no user read (x86 rdpmc 0, arm64 perf_user_access 0 or
+ *       Linux < 5.17) and the module is not usable: exact, this thread, a
+ *       system call per read.
+ *   CYCLES_PATH_MODULE     the simple-pmu module's CPU-wide counters (all
+ *       tasks on this CPU, through the indices it publishes in sysfs, see
+ *       below): when asked for (CYCLES_SCOPE_CPU, cycles_set_scope()), or
+ *       when perf_event_open() is refused (EACCES/EPERM: Debian's
+ *       perf_event_paranoid 3 without CAP_PERFMON; ENOSYS: seccomp) or its
+ *       page grants no user read. Its readings are ADVISORY on x86 and on
+ *       arm64 before 5.17: perf may move the driver's event to another
+ *       counter at any time and the driver sees it only at its next check,
+ *       so a difference may mix two counters with nothing said. On arm64
+ *       >= 5.17 a move revokes user access, so a read is exact or faults;
+ *       the fault is caught (below) and the reading is invalid.
  *
- * Both architectures: the driver takes its counters from perf (pinned
- * per-CPU kernel events), and perf decides, per CPU, which hardware counter
- * each one lands in. The driver publishes that in sysfs, per CPU:
+ * Every reading says where it came from and what it is worth:
+ *
+ *   struct cycles_reading r;
+ *   cycles_read(CYCLES_CORE, &r);   // CYCLES_CORE, CYCLES_INSN, CYCLES_REF
+ *   r.value, r.path, r.flags: CYCLES_VALID (a value was read),
+ *   CYCLES_EXACT (perf: on a counter the whole time the event was enabled;
+ *   module: arm64 >= 5.17), CYCLES_MULTIPLEXED (perf: time_running <
+ *   time_enabled, so the count misses what the thread did while the event
+ *   was off its counter; not scaled: r.time_enabled and r.time_running let
+ *   the caller estimate), CYCLES_FAULTED (the read faulted and was caught).
+ *
+ * The 2011 names return r.value, or 0 for a reading that is not valid.
+ * They are meant to be used as in 2011: perfmon_available() > 0 first.
+ * unhalted_ref() is 0 where perf has no ref-cycles event (AMD) and the
+ * module publishes none.
+ *
+ * A window: one check at each edge, the bare instruction inside.
+ *
+ *	struct cycles_window w;
+ *	if (cycles_window_begin(&w) == 0) {	// path, index, sequence
+ *		a = cycles_window_read(&w, CYCLES_INSN);	// rdpmc / mrs
+ *		work();
+ *		b = cycles_window_read(&w, CYCLES_INSN);
+ *		if (cycles_window_end(&w) & CYCLES_VALID)
+ *			n = cycles_window_delta(&w, CYCLES_INSN, a, b);
+ *	}
+ *
+ * cycles_window_end() returns 0 (invalid: discard the window) when perf's
+ * `lock` of any event changed (it was moved, stopped, multiplexed,
+ * rescheduled: the raw values belong to different counter states) or, on
+ * the module path, when this CPU or its generation changed or a read
+ * faulted; else CYCLES_VALID, with CYCLES_EXACT on the exact paths. Reads
+ * inside a window are raw counter values: take differences with
+ * cycles_window_delta() (modulo the counter's width).
+ *
+ * Never killed: reads that can fault (the module path: x86 RDPMC where
+ * CR4.PCE is off, arm64 mrs where PMUSERENR was cleared) run under a guard.
+ * While a module-path read or window is in progress, a SIGSEGV (x86) or
+ * SIGILL (arm64) handler is installed; a fault the kernel raises at this
+ * thread's counter read instruction is skipped (the read yields 0) and
+ * the reading or window is invalid (CYCLES_FAULTED). Every other signal
+ * goes to the handler that was installed before (SA_SIGINFO or not), or
+ * takes its default action; the previous handler is put back when the
+ * last guarded read of the process ends. A program that installs its own
+ * handler for these signals while a guarded read is in progress in another
+ * thread replaces the guard (then a fault is the program's, as in 2011).
+ * The perf path needs no guard: perf grants the access itself at the
+ * owning thread's sched-in.
+ *
+ * Legacy: a program that defines CYCLES_2011_READS (with CYCLES_SCOPE_CPU)
+ * before including this header gets 2011's module-path reads: unguarded
+ * (a fault reaches the program, which must catch it), and where the driver
+ * publishes no counter, x86 fixed counters 1 and 0 (arm64 PMCCNTR_EL0) are
+ * read as in 2011 although they may hold another user's count. Only for
+ * programs that catch the fault themselves (simple_pmu's _native.c until
+ * it reads through cycles_read()); never the default.
+ *
+ * Choosing the scope: define CYCLES_SCOPE_CPU before including this header
+ * to make CPU-wide module counters every thread's default, or call
+ * cycles_set_scope(CYCLES_SCOPE_CPU_ID / CYCLES_SCOPE_THREAD_ID) in a thread
+ * (it re-chooses that thread's path). cycles_path() says which one a
+ * thread uses.
+ *
+ * perfmon_available(): in 2011 the architectural perfmon version (CPUID
+ * 0xA), i.e. "the fixed counters exist and user RDPMC is on". Now: > 0
+ * when this thread has a path that reads cycles (the perfmon version
+ * where known: module pmu_version, else x86 CPUID 0xA; 1 where none is
+ * known, e.g. AMD through perf), 0 otherwise. cycles_unavailable_reason()
+ * is then NULL, else a text naming every path's failure and what would fix
+ * it (the sysctl, CAP_PERFMON, the module). cycles_path_note() says why a
+ * thread is not on perf user reads even when another path works.
+ *
+ * State: one per thread (perf events, mmap pages, path), in thread-local
+ * storage, set up at the thread's first use, closed at thread exit (a
+ * pthread key destructor) and in a forked child (pthread_atfork; a child
+ * made by a raw clone() or vfork() must not use the header). The module's
+ * placement cache is one per program. Both are weak definitions in this
+ * header, merged into one by the linker: no library to link, so the 2011
+ * tcyc.c still builds with a plain `cc tcyc.c`. Shared objects built with
+ * -fvisibility=hidden each get their own copy (then each keeps its own
+ * per-thread events: correct, if wasteful).
+ *
+ * The module's sysfs ABI, as read here: the driver takes its counters from
+ * perf (pinned per-CPU kernel events), and perf decides, per CPU, which
+ * hardware counter each one lands in. The driver publishes that, per CPU:
  *   cpuN/cycle_index   the counter of core cycles, -1 = none
  *   cpuN/event_index   one such index per entry of `events`, same order
  *   cpuN/generation    changes with any of them, when the CPU goes offline
  *                      and online, when settings change, and when perf
- *                      reloads a counter
+ *                      reloads a counter (seen at the driver's next check)
  * sysfs is read once and cached: when every CPU has the same indices (the
  * usual case) a read costs a compare and the read instruction; otherwise
- * it looks the current CPU up (sched_getcpu()) first.
+ * it looks the current CPU up (sched_getcpu()) first. Where the driver
+ * publishes no counter for this CPU, a module-path reading is invalid;
+ * nothing else is read in its place.
  *
  * x86-64: an index is the ECX operand of RDPMC: 1073741824 + n (bit 30)
- * for fixed counter n, n for general counter n. unhalted_core() is RDPMC
- * of this CPU's cycle_index; insn_retired() of the index at the position
- * of event 0xc0 (INST_RETIRED.ANY) in `events`; unhalted_ref() of the one
- * at the position of 0x300 (CPU_CLK_UNHALTED.REF_TSC; x86 `events` are in
- * perf's raw encoding event | umask << 8). unhalted_ref() returns 0 where
- * the driver publishes no 0x300 (a CPU without fixed counter 2). Where the
- * driver publishes no counter for this CPU at all (module not loaded, CPU
- * not placed), unhalted_core() and insn_retired() read the counters of
- * 2011, fixed counters 1 and 0, which faults where user RDPMC is off.
- * rdtsc/rdtscp read the TSC. perfmon_available() returns the architectural
- * perfmon version (sysfs pmu_version, else CPUID leaf 0xA) when the module
- * is loaded, rdpmc_fixed (where present) is 1, user RDPMC is allowed (the
- * cpu PMU's rdpmc attribute is 2: /sys/bus/event_source/devices/cpu/rdpmc,
- * cpu_core/rdpmc and cpu_atom/rdpmc on hybrid parts; none: an older kernel,
- * allowed), cpuN/user_access (where present) is 1 and this CPU has a
- * cycle counter (cycle_index >= 0); it re-reads the cached state. Counter
- * values belong to perf: within one generation b - a is exact.
- *
- * arm64: the driver's events are CPU_CYCLES and the configured events (by
- * default INST_RETIRED, 0x08). An index is 31 for PMCCNTR_EL0, n for
- * PMEVCNTR<n>_EL0. unhalted_core() reads the counter at this CPU's
- * cycle_index, and insn_retired() the one at the position of event 0x08
- * (INST_RETIRED) in event_index; it returns 0 if the driver counts no such
- * event. Both read the register directly (mrs), never through PMSELR_EL0.
+ * for fixed counter n, n for general counter n; INST_RETIRED is event 0xc0
+ * of `events` and the reference cycles 0x300 (perf's raw encoding event |
+ * umask << 8). arm64: 31 for PMCCNTR_EL0, n for PMEVCNTR<n>_EL0 (read with
+ * mrs of that register, never through PMSELR_EL0); INST_RETIRED is 0x08;
  * rdtsc, rdtscp and unhalted_ref read the generic timer CNTVCT_EL0
- * (CNTFRQ_EL0 Hz). perfmon_available() returns the PMU version (sysfs
- * pmu_version: 1 = PMUv3, 4 = v3p1, ...) when the module is loaded,
- * user_access is 1 and this CPU has a cycle counter (cycle_index >= 0); it
- * re-reads the cached state.
+ * (CNTFRQ_EL0 Hz). Counter widths: module-path values are taken modulo
+ * 2^width (arm64 event counters are event_width bits, 32 or 64; PMCCNTR is
+ * 64); perf-path values are 64-bit counts.
  *
- * Widths (arm64): counter values belong to perf. PMCCNTR_EL0 (index 31) is
- * 64 bits wide and starts near 2^63; an event counter is event_width bits
- * (sysfs: 32, or 64 with PMUv3p5 long counters), and perf reloads a 32-bit
- * one at 2^31 (a new generation). Only the difference of two readings taken
- * within one generation means anything, taken modulo 2^width; for a 64-bit
- * counter that is plain counter_t subtraction, for a 32-bit one mask it:
- * (b - a) & 0xffffffff.
- *
- * Measuring (both architectures):
+ * Module path, measuring by hand (cycles_generation() also brings the
+ * cached indices of this CPU up to date; the window API does this for you):
  *
  *	pin_cpu(&old);
- *	g = cycles_generation();	// also brings the cached indices of
- *	a = insn_retired();		// this CPU up to date
+ *	g = cycles_generation();
+ *	a = insn_retired();
  *	work();
  *	b = insn_retired();
- *	if (cycles_generation() != g)	// moved, reloaded, CPU replugged,
- *		retry or discard;	// settings changed: b - a is junk
+ *	if (cycles_generation() != g)	// moved, reloaded, replugged: junk
+ *		retry or discard;
  *	unpin_cpu(&old);
  *
- * Nothing checks the generation on every read (that would be a system call
- * per read): a program that reads without calling cycles_generation() or
- * perfmon_available() keeps using the indices it read first, even after perf
- * moved a counter. The cache is per translation unit and not locked: fill it
- * (perfmon_available(), cycles_refresh()) before threads start reading.
- *
- * A counter read where user access is off faults (SIGSEGV on x86, SIGILL on
- * arm64), as in 2011: call perfmon_available() first. It never faults.
- * Counters are per CPU: pin the thread (pin_cpu) around a measurement. On
- * arm64 a CPU whose cycle_index is -1 (the driver's events are not on a
- * counter there, or the CPU is offline) has user access closed: a read
- * there faults, or insn_retired() returns 0. On x86 user RDPMC is one
- * switch for the whole machine: there a read of a counter that is not the
- * driver's may return perf's count of something else instead of faulting.
- *
- * arm64 and perf: whenever any perf event (perf stat, perf record, another
- * program's perf_event_open, even a failed trial of it) is scheduled on a
- * CPU, the kernel (from 5.17) clears PMUSERENR_EL0 there, and until the
- * module's deferrable timer opens user access again, reads on that CPU die
- * with SIGILL even though perfmon_available() says > 0: for up to
- * 2 * recheck_ms (sysfs recheck_ms, default 100 ms) after perf stopped
- * using that CPU while the CPU is busy. sysfs `cpus` lists the CPUs where
- * reads are allowed right now. Programs that use perf themselves should let
- * that time pass (or test a read in a child process) before reading; the
- * Python package's reads catch the fault instead (simple_pmu.CounterFault).
+ * An unchanged generation does not prove b - a exact on x86 or on arm64
+ * before 5.17 (see ADVISORY above).
  *
  * Define _GNU_SOURCE before the first #include of the file that includes
  * this header (sched_getcpu() and the CPU_SET macros need it). Define
@@ -132,32 +183,48 @@
 #endif
 
 #include <dirent.h>
+#include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <sched.h>
+#include <signal.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <sys/utsname.h>
+#include <ucontext.h>
 #include <unistd.h>
+#include <linux/perf_event.h>
 
-#if !defined(__x86_64__) && !defined(__i386__) && !defined(__aarch64__)
+#if !defined(__x86_64__) && !defined(__aarch64__)
 #error "cycles.h supports x86-64 and arm64 only"
 #endif
 
 typedef unsigned long long counter_t;
 
-/* Present while the module is loaded; the 2011 path. */
+/* Present while the module is loaded. */
 #ifndef CYCLES_SYSFS_DIR
 #define CYCLES_SYSFS_DIR	"/sys/devices/system/simple-pmu/simple-pmu0"
 #endif
 
 #define CYCLES_INLINE		inline __attribute__((always_inline))
+/* One definition per program, whatever the number of translation units. */
+#define CYCLES_WEAK		__attribute__((weak))
+#if defined(__STDC_VERSION__) && __STDC_VERSION__ >= 201112L
+#define CYCLES_TLS		_Thread_local
+#else
+#define CYCLES_TLS		__thread
+#endif
 
 /* arm64 event counters are PMEVCNTR0_EL0..PMEVCNTR30_EL0. */
 #define CYCLES_MAX_EVENT_COUNTER	30
 /* Index 31 in cycle_index / event_index: PMCCNTR_EL0, always 64 bits. */
 #define CYCLES_CYCLE_COUNTER		31
 
-#if defined(__x86_64__) || defined(__i386__)
+#if defined(__x86_64__)
 /* Where the cpu PMU's rdpmc attribute is (cpu, or cpu_core/cpu_atom). */
 #ifndef CYCLES_EVENT_SOURCE_DIR
 #define CYCLES_EVENT_SOURCE_DIR	"/sys/bus/event_source/devices"
@@ -180,7 +247,7 @@ typedef unsigned long long counter_t;
 #define CYCLES_IDX_UNKNOWN	(-2)	/* sysfs not read yet */
 #define CYCLES_IDX_PER_CPU	(-3)	/* CPUs differ: look this one up */
 
-/* CPUs the cache holds (pin_cpu()'s cpu_set_t holds as many). */
+/* CPUs the module cache holds; CPUs above it read nothing on that path. */
 #ifndef CYCLES_MAX_CPUS
 #define CYCLES_MAX_CPUS		CPU_SETSIZE
 #endif
@@ -404,15 +471,21 @@ struct cycles_state {
 	struct cycles_cpu_state cpu[CYCLES_MAX_CPUS];
 };
 
-/* One per translation unit that uses it. */
+/*
+ * One per program: a weak definition in every translation unit that
+ * includes this header, merged into one by the linker (and, across shared
+ * objects with default visibility, by the dynamic linker).
+ */
+CYCLES_WEAK struct cycles_state cycles_module_cache = {
+	CYCLES_IDX_UNKNOWN, CYCLES_IDX_UNKNOWN, CYCLES_IDX_UNKNOWN, 0,
+	{ { 0, 0, 0, 0 } }
+};
+/* Serialises refills of the cache; reads of it take no lock. */
+CYCLES_WEAK pthread_mutex_t cycles_module_lock = PTHREAD_MUTEX_INITIALIZER;
+
 static inline struct cycles_state *cycles_state(void)
 {
-	static struct cycles_state st = {
-		CYCLES_IDX_UNKNOWN, CYCLES_IDX_UNKNOWN, CYCLES_IDX_UNKNOWN, 0,
-		{ { 0, 0, 0, 0 } }
-	};
-
-	return &st;
+	return &cycles_module_cache;
 }
 
 /* cpuN/generation, or 0 if it cannot be read. */
@@ -534,7 +607,7 @@ static inline int cycles_count_cpus(void)
  * driver's directory (or its `events`) cannot be read: then no CPU has
  * counters (the module is not loaded, or is older than this header).
  */
-static inline int cycles_refresh(void)
+static inline int cycles_refresh_locked(void)
 {
 	struct cycles_state *st = cycles_state();
 	char before[256], after[256];
@@ -557,6 +630,16 @@ static inline int cycles_refresh(void)
 	st->nr_cpus = 0;
 	cycles_settle(st);
 	return -1;
+}
+
+static inline int cycles_refresh(void)
+{
+	int rc;
+
+	pthread_mutex_lock(&cycles_module_lock);
+	rc = cycles_refresh_locked();
+	pthread_mutex_unlock(&cycles_module_lock);
+	return rc;
 }
 
 /* The cache, read first if it has not been. */
@@ -595,18 +678,15 @@ static inline int cycles_cpu_indices(int cpu, int *cycle, int *insn,
  * again first, and the generation they belong to is returned. See the top
  * of the file for how to use it around a measurement (pinned).
  */
-static inline unsigned long cycles_generation(void)
+static inline unsigned long cycles_generation_locked(int cpu)
 {
-	struct cycles_state *st = cycles_loaded_state();
+	struct cycles_state *st = cycles_state();
 	char events[256];
 	unsigned long gen;
-	int cpu = sched_getcpu();
 
-	if (cpu < 0)
-		return 0;
 	gen = cycles_cpu_generation(cpu);
 	if (gen && !st->nr_cpus) {	/* loaded since the cache was filled */
-		cycles_refresh();
+		cycles_refresh_locked();
 		return cpu < st->nr_cpus ? st->cpu[cpu].generation : gen;
 	}
 	if (!gen || cpu >= st->nr_cpus || st->cpu[cpu].generation == gen)
@@ -618,6 +698,20 @@ static inline unsigned long cycles_generation(void)
 	}
 	cycles_settle(st);
 	return st->cpu[cpu].generation;
+}
+
+static inline unsigned long cycles_generation(void)
+{
+	unsigned long gen;
+	int cpu = sched_getcpu();
+
+	if (cpu < 0)
+		return 0;
+	cycles_loaded_state();
+	pthread_mutex_lock(&cycles_module_lock);
+	gen = cycles_generation_locked(cpu);
+	pthread_mutex_unlock(&cycles_module_lock);
+	return gen;
 }
 
 /* The index the counter reads below use on this CPU (shared or its own). */
@@ -656,21 +750,24 @@ static inline int cycles_ref_index(void)
 	       CYCLES_IDX_NONE;
 }
 
-#if defined(__x86_64__) || defined(__i386__)
 
-/* The fixed counters of 2011, read where the driver publishes nothing. */
-#define CYCLES_FIXED_INST_RETIRED	0	/* INST_RETIRED.ANY */
-#define CYCLES_FIXED_CORE_CYCLES	1	/* CPU_CLK_UNHALTED.THREAD */
-#define CYCLES_FIXED_REF_CYCLES		2	/* CPU_CLK_UNHALTED.REF_TSC */
+/*
+ * The counter read instructions. A counter is named by its "hw" operand:
+ * x86 the RDPMC ECX (also perf's mmap page index - 1), arm64 31 for
+ * PMCCNTR_EL0, n for PMEVCNTR<n>_EL0 (perf's index - 1 as well).
+ */
+#define CYCLES_HW_NONE		(~0U)
 
-/* CPUID leaf 0xA, architectural performance monitoring */
-#define CYCLES_CPUID_PERFMON		0xa
+#if defined(__x86_64__)
 
 /* The cpu PMU's rdpmc attribute; cpu_core and cpu_atom on hybrid parts. */
 #define CYCLES_RDPMC_ATTR	CYCLES_EVENT_SOURCE_DIR "/cpu/rdpmc"
 #define CYCLES_RDPMC_ATTR_CORE	CYCLES_EVENT_SOURCE_DIR "/cpu_core/rdpmc"
 #define CYCLES_RDPMC_ATTR_ATOM	CYCLES_EVENT_SOURCE_DIR "/cpu_atom/rdpmc"
 #define CYCLES_RDPMC_ALWAYS	2
+
+/* CPUID leaf 0xA, architectural performance monitoring */
+#define CYCLES_CPUID_PERFMON		0xa
 
 /* ECX is an input too: leaves 0x7, 0xB, 0x23... have subleaves. */
 static inline void cycles_cpuid(unsigned int leaf, unsigned int subleaf,
@@ -700,55 +797,9 @@ static CYCLES_INLINE counter_t cycles_rdpmc(unsigned int counter)
 	return ((counter_t)hi << 32) | lo;
 }
 
-/*
- * The counter at this CPU's cycle_index. Where the driver publishes none
- * (module not loaded, CPU not placed) this reads fixed counter 1 as in
- * 2011: it faults where user RDPMC is off.
- */
-static CYCLES_INLINE counter_t unhalted_core(void)
+static CYCLES_INLINE counter_t cycles_hw_read(unsigned int hw)
 {
-	int idx = cycles_state()->cycle;
-
-	if (__builtin_expect(idx < 0, 0)) {
-		idx = cycles_cycle_index();
-		if (idx < 0)
-			idx = (int)(CYCLES_RDPMC_FIXED |
-				    CYCLES_FIXED_CORE_CYCLES);
-	}
-	return cycles_rdpmc((unsigned int)idx);
-}
-
-/*
- * The counter of event 0xc0 (INST_RETIRED.ANY) on this CPU; fixed counter
- * 0, as in 2011, where the driver publishes none.
- */
-static CYCLES_INLINE counter_t insn_retired(void)
-{
-	int idx = cycles_state()->insn;
-
-	if (__builtin_expect(idx < 0, 0)) {
-		idx = cycles_insn_index();
-		if (idx < 0)
-			idx = (int)(CYCLES_RDPMC_FIXED |
-				    CYCLES_FIXED_INST_RETIRED);
-	}
-	return cycles_rdpmc((unsigned int)idx);
-}
-
-/*
- * The counter of event 0x300 (CPU_CLK_UNHALTED.REF_TSC) on this CPU; 0
- * where the driver publishes none (e.g. a CPU without fixed counter 2).
- */
-static CYCLES_INLINE counter_t unhalted_ref(void)
-{
-	int idx = cycles_state()->ref;
-
-	if (__builtin_expect(idx < 0, 0)) {
-		idx = cycles_ref_index();
-		if (idx < 0)
-			return 0;
-	}
-	return cycles_rdpmc((unsigned int)idx);
+	return cycles_rdpmc(hw);
 }
 
 /* Lots of caveats: the TSC counts time, not cycles, and is not ordered. */
@@ -778,87 +829,6 @@ static CYCLES_INLINE unsigned long long rdtscp_aux(unsigned int *aux)
 static CYCLES_INLINE unsigned long long rdtscp(void)
 {
 	return rdtscp_aux(NULL);
-}
-
-/*
- * A user RDPMC outside a task that mmapped a perf event faults unless the
- * cpu PMU's rdpmc attribute is 2 (kernels from 4.0 clear CR4.PCE on every
- * switch to another mm otherwise). Hybrid parts have cpu_core and cpu_atom
- * instead of cpu: every one present must be 2. None: an older kernel,
- * where the driver's CR4.PCE stays.
- */
-static inline int cycles_rdpmc_allowed(void)
-{
-	static const char *const attrs[] = {
-		CYCLES_RDPMC_ATTR, CYCLES_RDPMC_ATTR_CORE, CYCLES_RDPMC_ATTR_ATOM
-	};
-	char buf[16], *end;
-	unsigned int i;
-
-	for (i = 0; i < sizeof(attrs) / sizeof(attrs[0]); i++) {
-		if (cycles_read_file(attrs[i], buf, sizeof(buf)) < 0)
-			continue;
-		if (strtol(buf, &end, 10) != CYCLES_RDPMC_ALWAYS || *end)
-			return 0;
-	}
-	return 1;
-}
-
-/* The architectural perfmon version: sysfs pmu_version, else CPUID 0xA. */
-static inline int cycles_perfmon_version(void)
-{
-	unsigned int regs[4];
-	long version = cycles_attr_long("pmu_version", 0);
-
-	if (version > 0)
-		return (int)version;
-	cycles_cpuid(0, 0, regs);
-	if (regs[0] < CYCLES_CPUID_PERFMON)
-		return 0;
-	cycles_cpuid(CYCLES_CPUID_PERFMON, 0, regs);
-	return (int)(regs[0] & 0xff);
-}
-
-/*
- * NULL when this CPU's counters can be read (perfmon_available() > 0), else
- * which check failed: the module is loaded, has its counters on
- * (rdpmc_fixed 1, where present), user RDPMC is allowed, this CPU's
- * user_access (where present) is 1 and it has a cycle counter. Re-reads
- * the cache (cycles_refresh()). Never faults.
- */
-static inline const char *cycles_unavailable_reason(void)
-{
-	char buf[16];
-	int cpu, cycle;
-
-	if (access(CYCLES_SYSFS_DIR, R_OK) < 0)
-		return "module not loaded";
-	if (cycles_attr_long("rdpmc_fixed", 1) != 1)
-		return "rdpmc_fixed is not 1";
-	if (!cycles_rdpmc_allowed())
-		return "the cpu PMU's rdpmc is not 2";
-	if (cycles_refresh() < 0)
-		return "no counter placement published";
-	cpu = sched_getcpu();
-	if (cycles_read_cpu_attr(cpu, "user_access", buf, sizeof(buf)) >= 0 &&
-	    strcmp(buf, "1"))
-		return "user_access of this CPU is not 1";
-	if (cycles_cpu_indices(cpu, &cycle, NULL, NULL) < 0 || cycle < 0)
-		return "no cycle counter on this CPU";
-	if (cycles_perfmon_version() <= 0)
-		return "no architectural perfmon";
-	return NULL;
-}
-
-/*
- * > 0 (the architectural perfmon version) when the driver's counters can
- * be read on this CPU (cycles_unavailable_reason() is NULL); 0 otherwise.
- */
-static inline int perfmon_available(void)
-{
-	if (cycles_unavailable_reason())
-		return 0;
-	return cycles_perfmon_version();
 }
 
 /*
@@ -950,35 +920,9 @@ static CYCLES_INLINE counter_t cycles_read_counter(int idx)
 	return cycles_read_pmevcntr((unsigned int)idx);
 }
 
-/*
- * Where the driver publishes no cycle counter for this CPU (module not
- * loaded, CPU not placed) this reads PMCCNTR_EL0 all the same: user access
- * is closed there, so it faults, as every read did in 2011 without the
- * module.
- */
-static CYCLES_INLINE counter_t unhalted_core(void)
+static CYCLES_INLINE counter_t cycles_hw_read(unsigned int hw)
 {
-	int idx = cycles_state()->cycle;
-
-	if (__builtin_expect(idx < 0, 0)) {
-		idx = cycles_cycle_index();
-		if (idx < 0)
-			idx = CYCLES_CYCLE_COUNTER;
-	}
-	return cycles_read_counter(idx);
-}
-
-/* 0 where the driver counts no INST_RETIRED on this CPU. */
-static CYCLES_INLINE counter_t insn_retired(void)
-{
-	int idx = cycles_state()->insn;
-
-	if (__builtin_expect(idx < 0, 0)) {
-		idx = cycles_insn_index();
-		if (idx < 0)
-			return 0;
-	}
-	return cycles_read_counter(idx);
+	return cycles_read_counter((int)hw);
 }
 
 /*
@@ -1002,12 +946,6 @@ static CYCLES_INLINE unsigned long long rdtscp(void)
 	return v;
 }
 
-/* arm64 has no reference-cycles counter: the generic timer is the closest. */
-static CYCLES_INLINE counter_t unhalted_ref(void)
-{
-	return rdtsc();
-}
-
 /* Frequency of rdtsc() in Hz, from CNTFRQ_EL0 (set by firmware). */
 static inline unsigned long long cycles_timer_frequency(void)
 {
@@ -1017,13 +955,887 @@ static inline unsigned long long cycles_timer_frequency(void)
 	return v;
 }
 
+#endif
+
 /*
- * NULL when this CPU's counters can be read (perfmon_available() > 0), else
- * which check failed: the module is loaded, grants user access
- * (user_access 1) and holds a cycle counter on this CPU (cpuN/cycle_index
- * >= 0). Re-reads the cache (cycles_refresh()). Never faults.
+ * The perf mmap page reader, as include/uapi/linux/perf_event.h documents
+ * it (and libperf's perf_mmap__read_self()). Pure: the page and the read
+ * instruction are parameters, so tests run it against a page in memory.
+ * A compiler barrier is enough: a task-bound event's page is rewritten
+ * only on the CPU the owning thread runs on, by code that interrupts it.
  */
-static inline const char *cycles_unavailable_reason(void)
+#define cycles_barrier()	__asm__ __volatile__("" : : : "memory")
+
+typedef counter_t (*cycles_hw_read_fn)(unsigned int hw, void *arg);
+
+struct cycles_page_value {
+	counter_t value;		/* offset + the sign-extended counter */
+	unsigned long long time_enabled;
+	unsigned long long time_running;
+	unsigned int seq;		/* `lock` the value belongs to */
+	unsigned int hw;		/* index - 1; CYCLES_HW_NONE: index 0 */
+	unsigned int retries;		/* times `lock` changed under us */
+};
+
+/* The low @width bits of @v as a signed number (width 1..64). */
+static CYCLES_INLINE long long cycles_sign_extend(counter_t v,
+						  unsigned int width)
+{
+	unsigned int shift;
+
+	if (width == 0 || width >= 64)
+		return (long long)v;
+	shift = 64 - width;
+	return (long long)(v << shift) >> shift;
+}
+
+/*
+ * Read one event's count from its mmap page @pc, the counter through
+ * @rd(hw, @arg). 0: out->value is the count now. 1: `index` is 0 or user
+ * reads are off (cap_user_rdpmc 0): the event is not on a counter this
+ * thread may read, out->value is `offset` alone (the count when the event
+ * last stopped; read(2) gives the count now).
+ */
+static CYCLES_INLINE int cycles_page_read(const volatile struct perf_event_mmap_page *pc,
+					  cycles_hw_read_fn rd, void *arg,
+					  struct cycles_page_value *out)
+{
+	unsigned int seq, idx, width;
+	unsigned long long count, enabled, running;
+	int user;
+
+	out->retries = 0;
+	for (;;) {
+		seq = pc->lock;
+		cycles_barrier();
+		enabled = pc->time_enabled;
+		running = pc->time_running;
+		idx = pc->index;
+		count = (unsigned long long)pc->offset;
+		user = pc->cap_user_rdpmc && idx;
+		if (user) {
+			width = pc->pmc_width;
+			count += (counter_t)cycles_sign_extend(rd(idx - 1, arg),
+							       width);
+		}
+		cycles_barrier();
+		if (pc->lock == seq)
+			break;
+		out->retries++;
+	}
+	out->value = count;
+	out->time_enabled = enabled;
+	out->time_running = running;
+	out->seq = seq;
+	out->hw = user ? idx - 1 : CYCLES_HW_NONE;
+	return user ? 0 : 1;
+}
+
+/*
+ * Per-thread state.
+ */
+enum cycles_counter {
+	CYCLES_CORE,			/* core cycles */
+	CYCLES_INSN,			/* instructions retired */
+	CYCLES_REF,			/* reference cycles (x86) */
+	CYCLES_NR_COUNTERS
+};
+
+enum cycles_path_id {
+	CYCLES_PATH_NONE,		/* nothing can be read */
+	CYCLES_PATH_PERF_MMAP,		/* perf self-monitoring, user reads */
+	CYCLES_PATH_PERF_READ,		/* perf self-monitoring, read(2) */
+	CYCLES_PATH_MODULE,		/* simple-pmu's CPU-wide counters */
+};
+
+#define CYCLES_SCOPE_THREAD_ID	0
+#define CYCLES_SCOPE_CPU_ID	1
+
+/* struct cycles_reading flags, and cycles_window_end()'s result. */
+#define CYCLES_VALID		0x1	/* a value was read */
+#define CYCLES_EXACT		0x2	/* exactly the count it names */
+#define CYCLES_MULTIPLEXED	0x4	/* perf: off its counter for a while */
+#define CYCLES_FAULTED		0x8	/* the read faulted (caught) */
+
+struct cycles_reading {
+	counter_t value;		/* 0 unless CYCLES_VALID */
+	unsigned long long time_enabled;	/* perf paths, in ns */
+	unsigned long long time_running;
+	int path;			/* enum cycles_path_id */
+	unsigned int flags;
+	int cpu;			/* module path: the CPU read on */
+	unsigned int hw;		/* the counter read (or that faulted) */
+};
+
+struct cycles_thread {
+	int ready;			/* set up in this thread */
+	int scope_set;			/* cycles_set_scope() was called */
+	int scope;
+	int path;			/* enum cycles_path_id */
+	int perf_errno;			/* perf_event_open()'s, 0: opened */
+	int user_read;			/* the page grants user reads */
+	int module_exact;		/* cycles_module_exact() */
+	int fd[CYCLES_NR_COUNTERS];	/* -1: none */
+	struct perf_event_mmap_page *pc[CYCLES_NR_COUNTERS];
+	volatile sig_atomic_t guarding;	/* a guarded read is in progress */
+	volatile sig_atomic_t faulted;	/* it faulted (and was skipped) */
+	volatile unsigned int fault_hw;	/* the counter whose read faulted */
+	char reason[512];
+};
+
+CYCLES_WEAK CYCLES_TLS struct cycles_thread cycles_tls;
+CYCLES_WEAK pthread_once_t cycles_once = PTHREAD_ONCE_INIT;
+CYCLES_WEAK pthread_key_t cycles_key;
+
+/* Close this thread's events: at thread exit, in a forked child, on re-setup. */
+static inline void cycles_thread_close(struct cycles_thread *t)
+{
+	int i;
+
+	for (i = 0; i < CYCLES_NR_COUNTERS; i++) {
+		if (t->pc[i])
+			munmap(t->pc[i], (size_t)sysconf(_SC_PAGESIZE));
+		if (t->fd[i] >= 0)
+			close(t->fd[i]);
+		t->pc[i] = NULL;
+		t->fd[i] = -1;
+	}
+	t->ready = 0;
+}
+
+static inline void cycles_thread_exit(void *p)
+{
+	cycles_thread_close((struct cycles_thread *)p);
+}
+
+/*
+ * The child of fork() inherits the parent thread's fds and mappings: they
+ * count the parent. Drop them; the child's first read opens its own.
+ */
+static inline void cycles_atfork_child(void)
+{
+	if (cycles_tls.ready)
+		cycles_thread_close(&cycles_tls);
+}
+
+static inline void cycles_init_once(void)
+{
+	pthread_key_create(&cycles_key, cycles_thread_exit);
+	pthread_atfork(NULL, NULL, cycles_atfork_child);
+}
+
+#if defined(__x86_64__)
+static const unsigned long long cycles_perf_config[CYCLES_NR_COUNTERS] = {
+	PERF_COUNT_HW_CPU_CYCLES, PERF_COUNT_HW_INSTRUCTIONS,
+	PERF_COUNT_HW_REF_CPU_CYCLES,
+};
+#define CYCLES_PERF_COUNTERS	3
+#else
+/* arm64 has no reference cycles; unhalted_ref() is the generic timer. */
+static const unsigned long long cycles_perf_config[CYCLES_NR_COUNTERS] = {
+	PERF_COUNT_HW_CPU_CYCLES, PERF_COUNT_HW_INSTRUCTIONS, 0,
+};
+#define CYCLES_PERF_COUNTERS	2
+/* config1 bit 1: ask perf for EL0 reads (Linux >= 5.17, arm_pmuv3). */
+#define CYCLES_ARM64_USER_READ	0x2
+#endif
+
+/* One task-bound, user-space-only event of this thread; -1 with errno. */
+static inline int cycles_perf_open(unsigned long long config, int group)
+{
+	struct perf_event_attr attr;
+
+	memset(&attr, 0, sizeof(attr));
+	attr.size = sizeof(attr);
+	attr.type = PERF_TYPE_HARDWARE;
+	attr.config = config;
+	attr.exclude_kernel = 1;
+	attr.exclude_hv = 1;
+	attr.read_format = PERF_FORMAT_TOTAL_TIME_ENABLED |
+			   PERF_FORMAT_TOTAL_TIME_RUNNING;
+#if defined(__aarch64__)
+	attr.config1 = CYCLES_ARM64_USER_READ;
+#endif
+	return (int)syscall(SYS_perf_event_open, &attr, 0, -1, group,
+			    PERF_FLAG_FD_CLOEXEC);
+}
+
+/*
+ * This thread's events, one group led by cycles (so a window sees the
+ * group on or off its counters together). 0 with t->user_read set if the
+ * page grants user reads; -1 with t->perf_errno if cycles cannot be opened.
+ */
+static inline int cycles_perf_setup(struct cycles_thread *t)
+{
+	long page = sysconf(_SC_PAGESIZE);
+	void *p;
+	int i, fd;
+
+	for (i = 0; i < CYCLES_PERF_COUNTERS; i++) {
+		fd = cycles_perf_open(cycles_perf_config[i], i ? t->fd[0] : -1);
+		if (fd < 0) {
+			if (i == 0) {
+				t->perf_errno = errno;
+				return -1;
+			}
+			continue;	/* e.g. no ref-cycles on AMD */
+		}
+		t->fd[i] = fd;
+		p = mmap(NULL, (size_t)page, PROT_READ, MAP_SHARED, fd, 0);
+		if (p != MAP_FAILED)
+			t->pc[i] = (struct perf_event_mmap_page *)p;
+	}
+	/*
+	 * The group runs now (this thread is on the CPU): an index of 0 says
+	 * user reads are off (x86 rdpmc 0; arm64 perf_user_access 0, where
+	 * cap_user_rdpmc still says 1).
+	 */
+	t->perf_errno = 0;
+	t->user_read = t->pc[0] && t->pc[0]->cap_user_rdpmc &&
+		       t->pc[0]->index;
+	return 0;
+}
+
+static inline const char *cycles_module_reason(void);
+static inline int cycles_module_exact(void);
+
+/* Choose this thread's path (see the top of the file). */
+static inline void cycles_thread_setup(struct cycles_thread *t)
+{
+	int i;
+
+	pthread_once(&cycles_once, cycles_init_once);
+	for (i = 0; i < CYCLES_NR_COUNTERS; i++) {
+		t->fd[i] = -1;
+		t->pc[i] = NULL;
+	}
+	t->perf_errno = 0;
+	t->user_read = 0;
+	if (!t->scope_set) {
+#ifdef CYCLES_SCOPE_CPU
+		t->scope = CYCLES_SCOPE_CPU_ID;
+#else
+		t->scope = CYCLES_SCOPE_THREAD_ID;
+#endif
+	}
+	t->path = CYCLES_PATH_NONE;
+	if (t->scope == CYCLES_SCOPE_THREAD_ID &&
+	    cycles_perf_setup(t) == 0 && t->user_read) {
+		t->path = CYCLES_PATH_PERF_MMAP;
+	} else if (!cycles_module_reason()) {
+		/*
+		 * Our own events would only get in the way: on arm64 >= 5.17
+		 * perf clears EL0 access at their every sched-in.
+		 */
+		cycles_thread_close(t);
+		t->path = CYCLES_PATH_MODULE;
+	} else if (t->scope == CYCLES_SCOPE_THREAD_ID && t->fd[0] >= 0) {
+		t->path = CYCLES_PATH_PERF_READ;
+	}
+	t->module_exact = t->path == CYCLES_PATH_MODULE &&
+			  cycles_module_exact();
+	t->ready = 1;
+	pthread_setspecific(cycles_key, t);
+}
+
+/* This thread's state, set up at its first use. */
+static CYCLES_INLINE struct cycles_thread *cycles_thread(void)
+{
+	struct cycles_thread *t = &cycles_tls;
+
+	if (__builtin_expect(!t->ready, 0))
+		cycles_thread_setup(t);
+	return t;
+}
+
+/* The path this thread reads from (enum cycles_path_id). */
+static inline int cycles_path(void)
+{
+	return cycles_thread()->path;
+}
+
+static inline const char *cycles_path_name(int path)
+{
+	switch (path) {
+	case CYCLES_PATH_PERF_MMAP:
+		return "perf self-monitoring (user read)";
+	case CYCLES_PATH_PERF_READ:
+		return "perf self-monitoring (read(2))";
+	case CYCLES_PATH_MODULE:
+		return "simple-pmu module (CPU-wide)";
+	default:
+		return "none";
+	}
+}
+
+/*
+ * Count this thread (CYCLES_SCOPE_THREAD_ID, the default) or this CPU
+ * through the module (CYCLES_SCOPE_CPU_ID) from now on; returns the path.
+ */
+static inline int cycles_set_scope(int scope)
+{
+	struct cycles_thread *t = &cycles_tls;
+
+	if (t->ready)
+		cycles_thread_close(t);
+	t->scope = scope;
+	t->scope_set = 1;
+	return cycles_path();
+}
+
+/*
+ * The guard: module-path reads can fault when another party closed user
+ * access. A fault raised by the kernel at this thread's counter read while
+ * it guards is skipped: the instruction yields 0 and t->faulted is set.
+ */
+CYCLES_WEAK pthread_mutex_t cycles_guard_lock = PTHREAD_MUTEX_INITIALIZER;
+CYCLES_WEAK int cycles_guard_users;
+CYCLES_WEAK struct sigaction cycles_guard_old;
+
+#if defined(__x86_64__)
+#define CYCLES_GUARD_SIGNAL	SIGSEGV		/* #GP: RDPMC with CR4.PCE off */
+
+/* RDPMC (0f 33) at the faulting RIP: skip it, as if it returned 0. */
+static inline int cycles_guard_skip(ucontext_t *uc, unsigned int *hw)
+{
+	greg_t *r = uc->uc_mcontext.gregs;
+	const unsigned char *ip = (const unsigned char *)r[REG_RIP];
+
+	if (ip[0] != 0x0f || ip[1] != 0x33)
+		return 0;
+	*hw = (unsigned int)r[REG_RCX];
+	r[REG_RAX] = 0;
+	r[REG_RDX] = 0;
+	r[REG_RIP] += 2;
+	return 1;
+}
+#else
+#define CYCLES_GUARD_SIGNAL	SIGILL		/* EL0 PMU access closed */
+
+/*
+ * MRS of PMCCNTR_EL0 (op0 3, op1 3, CRn 9, CRm 13, op2 0) or of
+ * PMEVCNTR<n>_EL0 (CRn 14, CRm 8..11) at the faulting PC: skip it.
+ */
+static inline int cycles_guard_skip(ucontext_t *uc, unsigned int *hw)
+{
+	const uint32_t insn = *(const uint32_t *)uc->uc_mcontext.pc;
+	unsigned int crn = (insn >> 12) & 0xf, crm = (insn >> 8) & 0xf;
+	unsigned int op2 = (insn >> 5) & 0x7, rt = insn & 0x1f;
+
+	if ((insn & 0xffff0000U) != 0xd53b0000U)
+		return 0;
+	if (crn == 9 && crm == 13 && op2 == 0)
+		*hw = CYCLES_CYCLE_COUNTER;
+	else if (crn == 14 && crm >= 8 && crm <= 11)
+		*hw = ((crm & 3) << 3) | op2;
+	else
+		return 0;
+	if (rt != 31)
+		uc->uc_mcontext.regs[rt] = 0;
+	uc->uc_mcontext.pc += 4;
+	return 1;
+}
+#endif
+
+static inline void cycles_guard_handler(int sig, siginfo_t *si, void *uc)
+{
+	struct cycles_thread *t = &cycles_tls;
+	const struct sigaction *old = &cycles_guard_old;
+	unsigned int hw;
+
+	/* si_code > 0: raised by the kernel for an instruction, not sent. */
+	if (t->guarding && si->si_code > 0 &&
+	    cycles_guard_skip((ucontext_t *)uc, &hw)) {
+		t->fault_hw = hw;
+		t->faulted = 1;
+		return;
+	}
+	if (old->sa_flags & SA_SIGINFO) {
+		old->sa_sigaction(sig, si, uc);
+	} else if (old->sa_handler != SIG_DFL && old->sa_handler != SIG_IGN) {
+		old->sa_handler(sig);
+	} else {
+		/* The default action (ignoring a fault is not possible). */
+		signal(sig, SIG_DFL);
+		if (si->si_code <= 0)
+			raise(sig);
+		/* a fault: returning re-executes it, now without a handler */
+	}
+}
+
+/* Start guarding this thread's reads (process-wide handler, counted). */
+static inline void cycles_guard_begin(struct cycles_thread *t)
+{
+	struct sigaction sa;
+
+	pthread_mutex_lock(&cycles_guard_lock);
+	if (cycles_guard_users++ == 0) {
+		memset(&sa, 0, sizeof(sa));
+		sa.sa_sigaction = cycles_guard_handler;
+		sa.sa_flags = SA_SIGINFO | SA_NODEFER;
+		sigemptyset(&sa.sa_mask);
+		sigaction(CYCLES_GUARD_SIGNAL, &sa, &cycles_guard_old);
+	}
+	pthread_mutex_unlock(&cycles_guard_lock);
+	t->faulted = 0;
+	cycles_barrier();
+	t->guarding = 1;
+	cycles_barrier();
+}
+
+/* Stop guarding; 1 if a read faulted meanwhile. */
+static inline int cycles_guard_end(struct cycles_thread *t)
+{
+	cycles_barrier();
+	t->guarding = 0;
+	cycles_barrier();
+	pthread_mutex_lock(&cycles_guard_lock);
+	if (--cycles_guard_users == 0)
+		sigaction(CYCLES_GUARD_SIGNAL, &cycles_guard_old, NULL);
+	pthread_mutex_unlock(&cycles_guard_lock);
+	return t->faulted;
+}
+
+/*
+ * The module path.
+ */
+
+/* The module's index of @which on this CPU (CYCLES_IDX_NONE: none). */
+static inline int cycles_module_index(int which)
+{
+	switch (which) {
+	case CYCLES_CORE:
+		return cycles_cycle_index();
+	case CYCLES_INSN:
+		return cycles_insn_index();
+	default:
+		return cycles_ref_index();
+	}
+}
+
+/*
+ * Module readings are exact only where a move of the driver's counter
+ * revokes user access (arm64 >= 5.17, so the read faults instead); on x86
+ * and older arm64 kernels a move is seen at the driver's next check only.
+ */
+static inline int cycles_module_exact(void)
+{
+#if defined(__aarch64__)
+	struct utsname u;
+	int major = 0, minor = 0;
+
+	if (uname(&u) < 0 || sscanf(u.release, "%d.%d", &major, &minor) != 2)
+		return 0;
+	return major > 5 || (major == 5 && minor >= 17);
+#else
+	return 0;
+#endif
+}
+
+#ifdef CYCLES_2011_READS
+/*
+ * Legacy opt-in (see the top of the file): 2011's read, unguarded, of the
+ * counters 2011 used where the driver publishes none. They may not be the
+ * driver's; the reading is never exact.
+ */
+static inline int cycles_module_read_2011(int which, struct cycles_reading *r)
+{
+	int idx = cycles_module_index(which);
+
+	r->path = CYCLES_PATH_MODULE;
+	r->cpu = sched_getcpu();
+	if (idx < 0) {
+#if defined(__x86_64__)
+		if (which == CYCLES_REF)
+			return -1;
+		idx = (int)(CYCLES_RDPMC_FIXED | (which == CYCLES_CORE));
+#else
+		if (which != CYCLES_CORE)
+			return -1;
+		idx = CYCLES_CYCLE_COUNTER;
+#endif
+	}
+	r->hw = (unsigned int)idx;
+	r->value = cycles_hw_read((unsigned int)idx);
+	r->flags = CYCLES_VALID;
+	return 0;
+}
+#endif
+
+static inline int cycles_module_read(struct cycles_thread *t, int which,
+				     struct cycles_reading *r)
+{
+	int idx = cycles_module_index(which);
+
+#ifdef CYCLES_2011_READS
+	(void)t;
+	(void)idx;
+	return cycles_module_read_2011(which, r);
+#endif
+	r->path = CYCLES_PATH_MODULE;
+	r->cpu = sched_getcpu();
+	if (idx < 0)
+		return -1;	/* nothing of ours to read: nothing is read */
+	r->hw = (unsigned int)idx;
+	cycles_guard_begin(t);
+	r->value = cycles_hw_read((unsigned int)idx);
+	if (cycles_guard_end(t)) {
+		r->value = 0;
+		r->hw = t->fault_hw;
+		r->flags = CYCLES_FAULTED;
+		return -1;
+	}
+	r->flags = CYCLES_VALID | (t->module_exact ? CYCLES_EXACT : 0);
+	return 0;
+}
+
+/* read(2) of a perf event: exact, a system call. */
+static inline int cycles_perf_read(struct cycles_thread *t, int which,
+				   struct cycles_reading *r)
+{
+	unsigned long long v[3];
+
+	r->path = CYCLES_PATH_PERF_READ;
+	if (t->fd[which] < 0 || read(t->fd[which], v, sizeof(v)) != sizeof(v))
+		return -1;
+	r->value = v[0];
+	r->time_enabled = v[1];
+	r->time_running = v[2];
+	r->flags = CYCLES_VALID | (v[1] == v[2] ? CYCLES_EXACT :
+				   CYCLES_MULTIPLEXED);
+	return 0;
+}
+
+/*
+ * A reading from one perf mmap page (cycles_page_read()) into *r: 0 with
+ * CYCLES_VALID, and CYCLES_EXACT unless the event was off its counter for
+ * part of the time it was enabled (CYCLES_MULTIPLEXED: not scaled); 1 if
+ * the event is not on a counter this thread may read (use read(2)).
+ */
+static CYCLES_INLINE int cycles_read_page(const volatile struct perf_event_mmap_page *pc,
+					  cycles_hw_read_fn rd, void *arg,
+					  struct cycles_reading *r)
+{
+	struct cycles_page_value pv;
+
+	if (cycles_page_read(pc, rd, arg, &pv))
+		return 1;
+	r->path = CYCLES_PATH_PERF_MMAP;
+	r->value = pv.value;
+	r->time_enabled = pv.time_enabled;
+	r->time_running = pv.time_running;
+	r->hw = pv.hw;
+	r->flags = CYCLES_VALID | (pv.time_enabled == pv.time_running ?
+				   CYCLES_EXACT : CYCLES_MULTIPLEXED);
+	return 0;
+}
+
+static CYCLES_INLINE counter_t cycles_hw_read_cb(unsigned int hw, void *arg)
+{
+	(void)arg;
+	return cycles_hw_read(hw);
+}
+
+/*
+ * One reading of @which (CYCLES_CORE, CYCLES_INSN, CYCLES_REF) on this
+ * thread's path into *r. 0 if r->flags has CYCLES_VALID, else -1.
+ */
+static CYCLES_INLINE int cycles_read(int which, struct cycles_reading *r)
+{
+	struct cycles_thread *t = cycles_thread();
+	const struct perf_event_mmap_page *pc = t->pc[which];
+
+	memset(r, 0, sizeof(*r));
+	r->path = t->path;
+	r->cpu = -1;
+	r->hw = CYCLES_HW_NONE;
+	if (__builtin_expect(t->path == CYCLES_PATH_PERF_MMAP && pc != NULL,
+			     1)) {
+		if (cycles_read_page(pc, cycles_hw_read_cb, NULL, r) == 0)
+			return 0;
+		return cycles_perf_read(t, which, r);	/* index 0 */
+	}
+	if (t->path == CYCLES_PATH_PERF_READ || t->path == CYCLES_PATH_PERF_MMAP)
+		return cycles_perf_read(t, which, r);
+	if (t->path == CYCLES_PATH_MODULE)
+		return cycles_module_read(t, which, r);
+#ifdef CYCLES_2011_READS
+	if (t->scope == CYCLES_SCOPE_CPU_ID)	/* read, and fault, as in 2011 */
+		return cycles_module_read(t, which, r);
+#endif
+	return -1;
+}
+
+/* The value of a reading of @which, 0 if it is not valid. */
+static CYCLES_INLINE counter_t cycles_value(int which)
+{
+	struct cycles_reading r;
+
+	cycles_read(which, &r);
+	return r.value;
+}
+
+/* Core cycles of this thread (or, on the module path, of this CPU). */
+static CYCLES_INLINE counter_t unhalted_core(void)
+{
+	return cycles_value(CYCLES_CORE);
+}
+
+/* Instructions retired, as unhalted_core(). */
+static CYCLES_INLINE counter_t insn_retired(void)
+{
+	return cycles_value(CYCLES_INSN);
+}
+
+#if defined(__x86_64__)
+/* Reference cycles, as unhalted_core(); 0 where there are none (AMD). */
+static CYCLES_INLINE counter_t unhalted_ref(void)
+{
+	return cycles_value(CYCLES_REF);
+}
+#else
+/* arm64 has no reference-cycles counter: the generic timer is the closest. */
+static CYCLES_INLINE counter_t unhalted_ref(void)
+{
+	return rdtsc();
+}
+#endif
+
+/*
+ * Windows.
+ */
+struct cycles_window {
+	int path;
+	int guarded;			/* module path: the guard is on */
+	int cpu;			/* module path */
+	unsigned long generation;	/* module path */
+	unsigned int hw[CYCLES_NR_COUNTERS];	/* CYCLES_HW_NONE: no read */
+	unsigned int width[CYCLES_NR_COUNTERS];
+	unsigned int seq[CYCLES_NR_COUNTERS];
+	const struct perf_event_mmap_page *pc[CYCLES_NR_COUNTERS];
+};
+
+/* Sample `lock`, `index` and `pmc_width` of one page, consistently. */
+static inline void cycles_window_page(struct cycles_window *w, int i)
+{
+	const volatile struct perf_event_mmap_page *pc = w->pc[i];
+	unsigned int seq, idx, width;
+	int user;
+
+	do {
+		seq = pc->lock;
+		cycles_barrier();
+		idx = pc->index;
+		user = pc->cap_user_rdpmc && idx;
+		width = pc->pmc_width;
+		cycles_barrier();
+	} while (pc->lock != seq);
+	w->seq[i] = seq;
+	w->hw[i] = user ? idx - 1 : CYCLES_HW_NONE;
+	w->width[i] = width;
+}
+
+/*
+ * Begin a window: resolve the path, the counters and their sequence. 0 if
+ * reads can be made in it (cycles_window_read()), -1 if this thread's path
+ * offers none (perf read(2), nothing at all) or cycles is not on a counter
+ * now. Pin the thread on the module path (pin_cpu()).
+ */
+static inline int cycles_window_begin(struct cycles_window *w)
+{
+	struct cycles_thread *t = cycles_thread();
+	int i, idx;
+
+	memset(w, 0, sizeof(*w));
+	w->path = t->path;
+	w->cpu = -1;
+	for (i = 0; i < CYCLES_NR_COUNTERS; i++)
+		w->hw[i] = CYCLES_HW_NONE;
+	if (t->path == CYCLES_PATH_PERF_MMAP) {
+		/* An event not on a counter now: nothing to read raw. */
+		for (i = 0; i < CYCLES_NR_COUNTERS; i++) {
+			w->pc[i] = t->pc[i];
+			if (!w->pc[i] && t->fd[i] >= 0)
+				return -1;	/* open but not mapped */
+			if (!w->pc[i])
+				continue;
+			cycles_window_page(w, i);
+			if (w->hw[i] == CYCLES_HW_NONE)
+				return -1;
+		}
+		return w->pc[CYCLES_CORE] ? 0 : -1;
+	}
+	if (t->path != CYCLES_PATH_MODULE)
+		return -1;
+	w->generation = cycles_generation();	/* brings the cache up to date */
+	w->cpu = sched_getcpu();
+	for (i = 0; i < CYCLES_NR_COUNTERS; i++) {
+		idx = cycles_module_index(i);
+		if (idx >= 0) {
+			w->hw[i] = (unsigned int)idx;
+			w->width[i] = 64;
+		}
+	}
+#if defined(__aarch64__)
+	if (w->hw[CYCLES_INSN] != CYCLES_HW_NONE &&
+	    w->hw[CYCLES_INSN] != CYCLES_CYCLE_COUNTER) {
+		long ew = cycles_attr_long("event_width", 32);
+
+		w->width[CYCLES_INSN] = ew > 0 && ew <= 64 ? (unsigned int)ew : 32;
+	}
+#endif
+	if (!w->generation || w->hw[CYCLES_CORE] == CYCLES_HW_NONE)
+		return -1;
+	cycles_guard_begin(t);
+	w->guarded = 1;
+	return 0;
+}
+
+/*
+ * A raw counter value inside a window: the bare instruction. 0 for a
+ * counter the window has none of. Only differences mean anything.
+ */
+static CYCLES_INLINE counter_t cycles_window_read(const struct cycles_window *w,
+						  int which)
+{
+	if (__builtin_expect(w->hw[which] == CYCLES_HW_NONE, 0))
+		return 0;
+	return cycles_hw_read(w->hw[which]);
+}
+
+/* b - a for two reads of @which in one window, modulo its width. */
+static inline counter_t cycles_window_delta(const struct cycles_window *w,
+					    int which, counter_t a, counter_t b)
+{
+	unsigned int width = w->width[which];
+
+	if (width == 0 || width >= 64)
+		return b - a;
+	return (b - a) & ((1ULL << width) - 1);
+}
+
+/*
+ * End a window (once): 0 if it is invalid or was not begun (discard what
+ * was read in it), else CYCLES_VALID, with CYCLES_EXACT where the path is
+ * exact.
+ */
+static inline unsigned int cycles_window_end(struct cycles_window *w)
+{
+	struct cycles_thread *t = &cycles_tls;
+	int i, faulted;
+
+	cycles_barrier();
+	if (w->path == CYCLES_PATH_PERF_MMAP) {
+		for (i = 0; i < CYCLES_NR_COUNTERS; i++)
+			if (w->pc[i] &&
+			    ((const volatile struct perf_event_mmap_page *)
+			     w->pc[i])->lock != w->seq[i])
+				return 0;
+		return CYCLES_VALID | CYCLES_EXACT;
+	}
+	if (!w->guarded)
+		return 0;
+	w->guarded = 0;
+	faulted = cycles_guard_end(t);
+	if (faulted || sched_getcpu() != w->cpu ||
+	    cycles_cpu_generation(w->cpu) != w->generation)
+		return 0;
+	return CYCLES_VALID | (t->module_exact ? CYCLES_EXACT : 0);
+}
+
+/*
+ * Availability.
+ */
+#if defined(__x86_64__)
+/*
+ * A user RDPMC outside a task that mmapped a perf event faults unless the
+ * cpu PMU's rdpmc attribute is 2 (kernels from 4.0 clear CR4.PCE on every
+ * switch to another mm otherwise). Hybrid parts have cpu_core and cpu_atom
+ * instead of cpu: every one present must be 2. None: an older kernel,
+ * where the driver's CR4.PCE stays.
+ */
+static inline int cycles_rdpmc_allowed(void)
+{
+	static const char *const attrs[] = {
+		CYCLES_RDPMC_ATTR, CYCLES_RDPMC_ATTR_CORE, CYCLES_RDPMC_ATTR_ATOM
+	};
+	char buf[16], *end;
+	unsigned int i;
+
+	for (i = 0; i < sizeof(attrs) / sizeof(attrs[0]); i++) {
+		if (cycles_read_file(attrs[i], buf, sizeof(buf)) < 0)
+			continue;
+		if (strtol(buf, &end, 10) != CYCLES_RDPMC_ALWAYS || *end)
+			return 0;
+	}
+	return 1;
+}
+
+/* The architectural perfmon version: sysfs pmu_version, else CPUID 0xA. */
+static inline int cycles_perfmon_version(void)
+{
+	unsigned int regs[4];
+	long version = cycles_attr_long("pmu_version", 0);
+
+	if (version > 0)
+		return (int)version;
+	cycles_cpuid(0, 0, regs);
+	if (regs[0] < CYCLES_CPUID_PERFMON)
+		return 0;
+	cycles_cpuid(CYCLES_CPUID_PERFMON, 0, regs);
+	return (int)(regs[0] & 0xff);
+}
+
+/*
+ * NULL when the module's counters can be read on this CPU, else which
+ * check failed: the module is loaded, has its counters on (rdpmc_fixed 1,
+ * where present), user RDPMC is allowed, this CPU's user_access (where
+ * present) is 1 and it has a cycle counter. Re-reads the cache
+ * (cycles_refresh()). Never faults.
+ */
+static inline const char *cycles_module_reason(void)
+{
+	char buf[16];
+	int cpu, cycle;
+
+	if (access(CYCLES_SYSFS_DIR, R_OK) < 0)
+		return "module not loaded";
+	if (cycles_attr_long("rdpmc_fixed", 1) != 1)
+		return "rdpmc_fixed is not 1";
+	if (!cycles_rdpmc_allowed())
+		return "the cpu PMU's rdpmc is not 2";
+	if (cycles_refresh() < 0)
+		return "no counter placement published";
+	cpu = sched_getcpu();
+	if (cycles_read_cpu_attr(cpu, "user_access", buf, sizeof(buf)) >= 0 &&
+	    strcmp(buf, "1"))
+		return "user_access of this CPU is not 1";
+	if (cycles_cpu_indices(cpu, &cycle, NULL, NULL) < 0 || cycle < 0)
+		return "no cycle counter on this CPU";
+	if (cycles_perfmon_version() <= 0)
+		return "no architectural perfmon";
+	return NULL;
+}
+
+/* What would let perf grant user reads here. */
+#define CYCLES_PERF_USER_READ_FIX \
+	"the cpu PMU's rdpmc attribute is 0 (echo 1 > " CYCLES_RDPMC_ATTR ")"
+#else
+/* The PMU version: sysfs pmu_version (1 = PMUv3, 4 = v3p1, ...), else 1. */
+static inline int cycles_perfmon_version(void)
+{
+	long version = cycles_attr_long("pmu_version", 1);
+
+	return version > 0 ? (int)version : 1;
+}
+
+/*
+ * NULL when the module's counters can be read on this CPU, else which
+ * check failed: the module is loaded, grants user access (user_access 1)
+ * and holds a cycle counter on this CPU (cpuN/cycle_index >= 0). Re-reads
+ * the cache (cycles_refresh()). Never faults.
+ */
+static inline const char *cycles_module_reason(void)
 {
 	int cycle;
 
@@ -1039,39 +1851,191 @@ static inline const char *cycles_unavailable_reason(void)
 	return NULL;
 }
 
+#define CYCLES_PERF_USER_READ_FIX \
+	"perf grants no EL0 reads (Linux >= 5.17 with sysctl " \
+	"kernel.perf_user_access=1 does)"
+#endif
+
 /*
- * > 0 (the PMU version, sysfs pmu_version) when the driver's counters can
- * be read on this CPU (cycles_unavailable_reason() is NULL); 0 otherwise.
+ * The checks choose again where nothing could be read or the module was
+ * (it may have been loaded or reconfigured since); a perf path stays.
+ */
+static inline void cycles_thread_recheck(struct cycles_thread *t)
+{
+	if (t->path == CYCLES_PATH_NONE || t->path == CYCLES_PATH_MODULE) {
+		cycles_thread_close(t);
+		cycles_thread_setup(t);
+	}
+}
+
+/* Why perf_event_open() failed, and what would fix it. */
+static inline void cycles_perf_reason(int err, char *buf, size_t size)
+{
+	long paranoid = -9;
+	char p[16];
+
+	if (cycles_read_file("/proc/sys/kernel/perf_event_paranoid", p,
+			     sizeof(p)) > 0)
+		paranoid = strtol(p, NULL, 10);
+	switch (err) {
+	case EACCES:
+	case EPERM:
+		snprintf(buf, size, "perf_event_open refused (%s; "
+			 "kernel.perf_event_paranoid is %ld): set sysctl "
+			 "kernel.perf_event_paranoid=2 or grant CAP_PERFMON",
+			 strerror(err), paranoid);
+		break;
+	case ENOSYS:
+		snprintf(buf, size, "perf_event_open blocked (ENOSYS: a "
+			 "seccomp profile, e.g. a container's, or an emulator "
+			 "without it)");
+		break;
+	case ENOENT:
+	case EOPNOTSUPP:
+	case ENODEV:
+		snprintf(buf, size, "perf has no hardware cycles event here "
+			 "(%s: no PMU, or a VM without a virtual PMU)",
+			 strerror(err));
+		break;
+	default:
+		snprintf(buf, size, "perf_event_open failed (%s)",
+			 strerror(err));
+	}
+}
+
+/*
+ * NULL when this thread has a path to read cycles from (perfmon_available()
+ * > 0), else every path's failure and its remedy. Never faults. The text
+ * stays valid until this thread's next call.
+ */
+static inline const char *cycles_unavailable_reason(void)
+{
+	struct cycles_thread *t = cycles_thread();
+	const char *mod;
+	char perf[256];
+	int n;
+
+	cycles_thread_recheck(t);
+	if (t->path != CYCLES_PATH_NONE)
+		return NULL;
+	mod = cycles_module_reason();
+	/* CPU-wide: the module's own check, worded as it always was. */
+	if (t->scope == CYCLES_SCOPE_CPU_ID)
+		return mod ? mod : "no cycle counter on this CPU";
+	if (t->perf_errno)
+		cycles_perf_reason(t->perf_errno, perf, sizeof(perf));
+	else
+		snprintf(perf, sizeof(perf), "%s", CYCLES_PERF_USER_READ_FIX);
+	n = snprintf(t->reason, sizeof(t->reason), "perf: %s; module: %s%s",
+		     perf, mod ? mod : "usable now",
+		     mod && !strcmp(mod, "module not loaded") ?
+		     " (modprobe simple-pmu)" : "");
+	(void)n;
+	return t->reason;
+}
+
+/*
+ * NULL when this thread reads through perf user reads (the exact, cheap
+ * path), else why not and what would enable it, even where another path
+ * works (read(2) on arm64 before 5.17, the module). Valid until this
+ * thread's next call of it or of cycles_unavailable_reason().
+ */
+static inline const char *cycles_path_note(void)
+{
+	struct cycles_thread *t = cycles_thread();
+
+	if (t->path == CYCLES_PATH_PERF_MMAP)
+		return NULL;
+	if (t->scope == CYCLES_SCOPE_CPU_ID)
+		return "CPU-wide counters asked for (CYCLES_SCOPE_CPU)";
+	if (t->perf_errno)
+		cycles_perf_reason(t->perf_errno, t->reason, sizeof(t->reason));
+	else
+		snprintf(t->reason, sizeof(t->reason), "%s",
+			 CYCLES_PERF_USER_READ_FIX);
+	return t->reason;
+}
+
+/*
+ * > 0 when this thread can read cycles (see the top of the file for what
+ * the number is, against 2011's meaning), 0 otherwise. On the module path
+ * it re-checks the module (as in 2011) and re-reads its placement.
  */
 static inline int perfmon_available(void)
 {
-	long version;
+	struct cycles_thread *t = cycles_thread();
+	int v;
 
-	if (cycles_unavailable_reason())
+	cycles_thread_recheck(t);
+	if (t->path == CYCLES_PATH_NONE ||
+	    (t->path == CYCLES_PATH_MODULE && cycles_module_reason()))
 		return 0;
-	version = cycles_attr_long("pmu_version", 1);
-	return version > 0 ? (int)version : 1;
+	v = cycles_perfmon_version();
+	return v > 0 ? v : 1;
 }
 
-#endif /* __aarch64__ */
+/*
+ * A CPU mask as large as the kernel's: cpu_set_t holds 1024 CPUs, and
+ * sched_{get,set}affinity() refuse a mask smaller than the kernel's.
+ */
+static inline cpu_set_t *cycles_cpu_alloc(size_t *size)
+{
+	long conf = sysconf(_SC_NPROCESSORS_CONF);
+	int n = conf > CPU_SETSIZE ? (int)conf : CPU_SETSIZE;
+	cpu_set_t *set;
+
+	for (;;) {
+		set = CPU_ALLOC(n);
+		if (!set)
+			return NULL;
+		*size = CPU_ALLOC_SIZE(n);
+		if (sched_getaffinity(0, *size, set) == 0 || errno != EINVAL ||
+		    n > (1 << 22))
+			return set;
+		CPU_FREE(set);
+		n *= 2;
+	}
+}
+
+/* The mask pin_cpu() saved where *oldcpus is too small for it. */
+CYCLES_WEAK CYCLES_TLS cpu_set_t *cycles_saved_mask;
+CYCLES_WEAK CYCLES_TLS size_t cycles_saved_size;
 
 /*
  * Pin the calling thread to the CPU it runs on; the old mask goes to
- * *oldcpus unless it is NULL. 0 on success, -1 with errno set.
+ * *oldcpus unless it is NULL (on a host with more CPUs than a cpu_set_t
+ * holds, the thread keeps it, and unpin_cpu(oldcpus) restores it). 0 on
+ * success, -1 with errno set.
  */
 static inline int pin_cpu(cpu_set_t *oldcpus)
 {
-	cpu_set_t one;
-	int cpu;
+	cpu_set_t *one;
+	size_t size;
+	int cpu, rc;
 
-	if (oldcpus && sched_getaffinity(0, sizeof(*oldcpus), oldcpus) < 0)
-		return -1;
+	if (oldcpus) {
+		if (sched_getaffinity(0, sizeof(*oldcpus), oldcpus) < 0) {
+			if (errno != EINVAL)
+				return -1;
+			CPU_FREE(cycles_saved_mask);
+			cycles_saved_mask = cycles_cpu_alloc(&cycles_saved_size);
+			if (!cycles_saved_mask)
+				return -1;
+			CPU_ZERO(oldcpus);
+		}
+	}
 	cpu = sched_getcpu();
 	if (cpu < 0)
 		return -1;
-	CPU_ZERO(&one);
-	CPU_SET(cpu, &one);
-	return sched_setaffinity(0, sizeof(one), &one);
+	one = CPU_ALLOC(cpu + 1);
+	if (!one)
+		return -1;
+	size = CPU_ALLOC_SIZE(cpu + 1);
+	CPU_ZERO_S(size, one);
+	CPU_SET_S(cpu, size, one);
+	rc = sched_setaffinity(0, size, one);
+	CPU_FREE(one);
+	return rc;
 }
 
 /*
@@ -1080,13 +2044,25 @@ static inline int pin_cpu(cpu_set_t *oldcpus)
  */
 static inline void unpin_cpu(cpu_set_t *oldcpus)
 {
-	cpu_set_t all;
+	cpu_set_t *all;
+	size_t size;
 
-	if (!oldcpus) {
-		memset(&all, 0xff, sizeof(all));
-		oldcpus = &all;
+	if (oldcpus && CPU_COUNT(oldcpus) == 0 && cycles_saved_mask) {
+		sched_setaffinity(0, cycles_saved_size, cycles_saved_mask);
+		CPU_FREE(cycles_saved_mask);
+		cycles_saved_mask = NULL;
+		return;
 	}
-	sched_setaffinity(0, sizeof(*oldcpus), oldcpus);
+	if (oldcpus) {
+		sched_setaffinity(0, sizeof(*oldcpus), oldcpus);
+		return;
+	}
+	all = cycles_cpu_alloc(&size);
+	if (!all)
+		return;
+	memset(all, 0xff, size);
+	sched_setaffinity(0, size, all);
+	CPU_FREE(all);
 }
 
 #endif /* CYCLES_H */

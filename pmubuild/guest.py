@@ -15,6 +15,7 @@ from . import cache, cpio, pyguest
 from .apt import PrivateApt
 from .errors import PipelineError
 from .matrix import GNU_TRIPLET
+from .seeds import restored_tcyc
 
 REPO = Path(__file__).resolve().parents[1]
 GUEST_TESTS = REPO / "tests" / "guest"
@@ -57,10 +58,12 @@ def compile_programs(arch: str, out_dir: Path) -> list[Path]:
     sources = sorted((GUEST_TESTS / "src").glob("*.c"))
     article = article_program(out_dir) if arch == "arm64" else None
     mhz = seed_mhz_program(out_dir) if arch == "arm64" else None
-    seeds = [src for src in (article, mhz) if src]
+    tcyc = seed_tcyc_program(out_dir) if arch == "arm64" else None
+    seeds = [src for src in (article, mhz, tcyc) if src]
     sources += seeds
-    newest_header = max((h.stat().st_mtime for h in (GUEST_TESTS / "src").glob("*.h")),
-                        default=0.0)
+    # include/cycles.h too: a program built against an older header is stale.
+    headers = [*(GUEST_TESTS / "src").glob("*.h"), REPO / "include" / "cycles.h"]
+    newest_header = max((h.stat().st_mtime for h in headers), default=0.0)
     for src in sources:
         exe = out_dir / src.stem
         if not exe.exists() or exe.stat().st_mtime < max(src.stat().st_mtime, newest_header):
@@ -130,6 +133,21 @@ def seed_mhz_program(out_dir: Path) -> Path | None:
     code = SEED_MHZ.read_text()
     if not src.exists() or src.read_text() != code:
         tmp = src.with_name(f".seed-mhz.{threading.get_ident()}.c")
+        tmp.write_text(code)
+        tmp.rename(src)
+    return src
+
+
+def seed_tcyc_program(out_dir: Path) -> Path | None:
+    """The 2011 demo tcyc.c with only its transmission damage restored
+    (pmubuild.seeds), as tcyc.c: tests/guest/arm64/43-cycles-h-selfmon.sh runs it on
+    cycles.h's self-monitoring path. None when the seeds are absent."""
+    code = restored_tcyc()
+    if code is None:
+        return None
+    src = out_dir / "tcyc.c"
+    if not src.exists() or src.read_text() != code:
+        tmp = src.with_name(f".tcyc.{threading.get_ident()}.c")
         tmp.write_text(code)
         tmp.rename(src)
     return src

@@ -35,7 +35,7 @@ def test_accepts_what_the_cli_prints(tmp_path, status_doc):
     backend = json.dumps(status_doc["measure"]["backend"])
     proc = run(tmp_path, status_doc, "status", f"measure.backend={backend}")
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert "status: schema 2 valid" in proc.stdout
+    assert "status: schema 3 valid" in proc.stdout
 
 
 @pytest.mark.parametrize("case", ["schema", "extra-member", "command", "value", "not-json"])
@@ -43,7 +43,7 @@ def test_each_check_can_fail(tmp_path, status_doc, case):
     doc: object = dict(status_doc)
     args = ["status"]
     if case == "schema":
-        doc["schema"] = 3
+        doc["schema"] = 4
     elif case == "extra-member":
         doc["unexpected"] = True
     elif case == "command":

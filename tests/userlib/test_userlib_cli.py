@@ -42,13 +42,15 @@ def test_status_json(venv, simple_pmu):
     assert res.returncode == 0, res.stderr
     data = json.loads(res.stdout)
     validate(data)
-    assert (data["schema"], data["command"]) == (2, "status")
+    assert (data["schema"], data["command"]) == (3, "status")
     backends = {b["name"]: b for b in data["backends"]}
     assert list(backends) == ["driver", "perf-rdpmc", "perf-read", "timer"]
     assert backends["timer"]["usable"] is True
     for b in backends.values():
-        assert b["usable"] == (b["reason"] == "")
-        assert b["reason"] == "; ".join(r["text"] for r in b["reasons"])
+        assert b["usable"] == (b["reason"] is None)
+        if b["reason"] is not None:  # one reason object: the texts joined, the first code
+            assert b["reason"]["text"] == "; ".join(r["text"] for r in b["reasons"])
+            assert b["reason"]["code"] == b["reasons"][0]["code"]
     assert data["cpu"]["arch"] in ("x86_64", "aarch64")
     best = simple_pmu.probe().best("cycles")
     assert data["measure"]["backend"] == (best.name if best else None)
@@ -65,7 +67,12 @@ def test_read_json(venv, simple_pmu):
         assert res.returncode == 1
         assert data["error"]["code"] == "no_counter_backend"
         assert res.stderr == f"simple-pmu read: {data['error']['text']}\n"
-        assert {r["code"] for r in data["reasons"]} >= {"driver_not_loaded"} or \
+        # The thread scope's backends only, each reason once.
+        assert {b for r in data["reasons"] for b in r["backends"]} <= {"perf-rdpmc",
+                                                                       "perf-read"}
+        assert len({(r["code"], r["text"]) for r in data["reasons"]}) == len(data["reasons"])
+        cpu = json.loads(run(venv, "read", "--scope", "cpu", "--json").stdout)
+        assert {r["code"] for r in cpu["reasons"]} >= {"driver_not_loaded"} or \
             SYSFS.exists()
     else:
         assert res.returncode == 0, res.stderr
@@ -86,7 +93,8 @@ def test_read(venv, simple_pmu):
     best = simple_pmu.probe().best("cycles")
     if best is None:
         assert res.returncode == 1 and res.stdout == ""
-        assert res.stderr.startswith("simple-pmu read: no counter backend usable: driver: ")
+        assert res.stderr.startswith("simple-pmu read: no counter backend usable for scope "
+                                     "thread:\n  perf-rdpmc")
     else:
         assert res.returncode == 0, res.stderr
         assert re.search(r"^cycles\s+\d+$", res.stdout, re.M)
@@ -188,6 +196,8 @@ def test_mhz_json_computes_the_mhz_tools_figure(venv):
         assert r["mhz"] == pytest.approx(r["count"] * 200.0 * 1000 / (r["ns_long"] -
                                                                        r["ns_short"]))
     assert data["median_mhz"] == statistics.median(r["mhz"] for r in data["runs"])
+    validate(data)  # inside the versioned contract, like the other commands
+    assert data["command"] == "mhz" and data["schema"] == 3
     if data["median_cycles_mhz"] is None:
         assert data["cycle_backend"] is None and data["cycle_reason"]
 

@@ -19,8 +19,11 @@ CPUS = sorted(os.sched_getaffinity(0))
 
 @pytest.fixture
 def mods(simple_pmu):
-    names = ("probe", "sysinfo", "measure", "reasons", "mhz")
-    return {n: importlib.import_module(f"simple_pmu.{n}") for n in names}
+    # probe and measure: the modules _probe and _measure (the package's names are the
+    # function and the class they export).
+    names = {"probe": "_probe", "sysinfo": "sysinfo", "measure": "_measure",
+             "reasons": "reasons", "mhz": "mhz"}
+    return {n: importlib.import_module(f"simple_pmu.{m}") for n, m in names.items()}
 
 
 @pytest.fixture
@@ -233,6 +236,7 @@ def driver_measure(fake, mods, simple_pmu, monkeypatch):
                    ("perf-rdpmc", "perf-read", "timer"))
     report = probe.Report(arm64_cpu(mods), (driver, *others))
     monkeypatch.setattr(mods["measure"], "_cache", {"report": report})
+    monkeypatch.setattr(mods["measure"], "_local", mods["measure"]._ThreadState())
 
     def run(values, cycle_index=31, insn_index=5, before=10, after=10):
         FakeSpan.values_ = values
@@ -248,7 +252,7 @@ def driver_measure(fake, mods, simple_pmu, monkeypatch):
 def test_measure_wraps_by_counter_width(driver_measure, fake):
     # PMCCNTR_EL0 (64 bits) across 2^64; a 32-bit event counter across 2^32.
     m = driver_measure((2**64 - 1000, 500, 2**32 - 10, 5))
-    assert (m.cycles, m.instructions, m.generation, m.reason) == (1500, 15, 10, "")
+    assert (m.cycles, m.instructions, m.generation, m.reason) == (1500, 15, 10, None)
     # Cycles on an event counter: event_width (32) applies to them too.
     m = driver_measure((2**32 - 1, 1, 7, 9), cycle_index=2)
     assert (m.cycles, m.instructions) == (2, 2)
@@ -302,7 +306,8 @@ def test_reader_of_this_cpu(driver_measure, mods, simple_pmu, monkeypatch):
 
 def test_measure_after_unload_probes_again(driver_measure, fake, mods, simple_pmu,
                                            monkeypatch):
-    """A cached report that picks the driver, then rmmod: measure() probes again."""
+    """A cached report that picks the driver, then rmmod: measure(scope="cpu") probes
+    again."""
     import shutil
 
     probe = mods["probe"]
@@ -312,7 +317,7 @@ def test_measure_after_unload_probes_again(driver_measure, fake, mods, simple_pm
     probed: list[int] = []
     monkeypatch.setattr(mods["measure"], "probe", lambda: probed.append(1) or gone)
     shutil.rmtree(fake.dir)
-    with simple_pmu.measure() as m:
+    with simple_pmu.measure(scope="cpu") as m:
         pass
     assert probed == [1]
     assert m.backend is None and m.cycles is None and "driver: module gone" in m.reason
@@ -495,7 +500,7 @@ import importlib, json, os, sys
 from pathlib import Path
 import simple_pmu
 from simple_pmu import native, sysinfo
-probe = importlib.import_module("simple_pmu.probe")  # the package's probe is the function
+probe = importlib.import_module("simple_pmu._probe")
 sysinfo.SYSFS_DIR = Path(native.SYSFS_DIR)
 sysinfo.EVENT_SOURCE = Path(sys.argv[1])
 probe._x86_driver_hardware = lambda cpu, facts: []  # this host's CPUID has no perfmon

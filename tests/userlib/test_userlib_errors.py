@@ -44,7 +44,7 @@ def test_usage_error(simple_pmu):
             simple_pmu.measure(backend="bogus"):
         pass
     assert isinstance(info.value, ValueError) and info.value.code == "unknown_backend"
-    measure = importlib.import_module("simple_pmu.measure")
+    measure = importlib.import_module("simple_pmu._measure")
     with pytest.raises(simple_pmu.UsageError):
         measure.wrap_delta(0, 1, 0)
 
@@ -122,3 +122,15 @@ def test_every_error_survives_pickling(simple_pmu):
         assert type(back) is type(exc) and str(back) == str(exc) and back.args == exc.args
     perf = pickle.loads(pickle.dumps(samples[-1]))
     assert (perf.event, perf.errno, perf.reason) == ("cycles", errno.EACCES, samples[-1].reason)
+
+
+def test_no_public_name_is_also_a_module(simple_pmu):
+    """simple_pmu.probe is the function, simple_pmu.measure the class, simple_pmu.native
+    the extension: no module of the package has a public name (it would be shadowed by,
+    or shadow, what the package exports under that name)."""
+    import importlib.util
+
+    for name in simple_pmu.__all__:
+        assert importlib.util.find_spec(f"simple_pmu.{name}") is None, name
+    assert callable(simple_pmu.probe) and isinstance(simple_pmu.measure, type)
+    assert importlib.import_module("simple_pmu._probe").probe is simple_pmu.probe

@@ -55,7 +55,10 @@ def test_status_with_a_usable_arm64_driver(fake, mods, fake_reads, jsonout):  # 
     driver = doc["backends"][0]
     assert (driver["scope"], driver["rings"]) == ("cpu", ["user"])
     assert driver["facts"]["verified_cpus"] == CPUS == driver["cpus"]
-    assert doc["measure"] == {"backend": "driver", "reason": None}
+    # measure() counts the thread (perf, unusable here); the driver only when asked.
+    assert doc["measure"]["backend"] is None
+    assert doc["measure"]["reason"]["code"] == "no_counter_backend"
+    assert doc["measure"]["reason"]["text"].endswith("every task on the CPU with driver")
     fake.attr("ring", 3)
     assert mods["probe"].probe_driver(arm64_cpu(mods)).rings == ("user", "kernel")
 
@@ -92,7 +95,9 @@ def test_error_document(simple_pmu, jsonout):
     why = (reasons.DRIVER_NOT_LOADED.format(path="/x"),)
     doc = jsonout.error_doc("read", errors.CounterUnavailable("driver: gone", why[0].code, why))
     validate(doc)
-    assert doc["error"] == {"code": "driver_not_loaded", "text": "driver: gone"}
+    assert doc["error"] == {"code": "driver_not_loaded", "text": "driver: gone",
+                            "remedy": why[0].remedy}
+    assert doc["error"]["remedy"].startswith("as root: modprobe simple-pmu")
 
 
 @pytest.mark.parametrize("breakage", [

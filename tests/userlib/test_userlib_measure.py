@@ -18,7 +18,7 @@ def test_measure_here(simple_pmu):
     if best is None:
         assert m.backend is None
         assert m.cycles is None and m.instructions is None
-        assert m.reason.startswith("no counter backend usable: driver: ")
+        assert m.reason.startswith("no counter backend usable for scope thread: perf-rdpmc: ")
         for name in ("perf-rdpmc", "perf-read"):
             assert f"{name}: {report.get(name).reason}" in m.reason
     else:
@@ -65,7 +65,7 @@ def test_affinity_restored(simple_pmu):
 
 def test_counter_wrap():
     """Deltas are modulo the counter's width: 64 bits unless the reader knows better."""
-    from simple_pmu.measure import Reader, wrap_delta
+    from simple_pmu._measure import Reader, wrap_delta
 
     reader = Reader("driver")
     assert reader.delta("cycles", 2**64 - 1000, 500) == 1500
@@ -80,7 +80,7 @@ def test_counter_wrap():
 
 def test_widths_follow_the_counter_index():
     """arm64: 64 bits for PMCCNTR_EL0 (31), the driver's event_width for PMEVCNTR<n>."""
-    from simple_pmu.measure import Reader
+    from simple_pmu._measure import Reader
 
     reader = Reader("driver", event_width=32)
     assert reader.placed_widths(31, 5) == {"cycles": 64, "instructions": 32}
@@ -95,7 +95,7 @@ def test_widths_follow_the_counter_index():
 def test_wrap_delta_every_width(width):
     """For each width: plain, across the wrap, a full period minus one, bits above the
     width ignored (a sign-extended raw read), and never negative."""
-    from simple_pmu.measure import wrap_delta
+    from simple_pmu._measure import wrap_delta
 
     top = 1 << width
     assert wrap_delta(10, 25, width) == 15
@@ -110,7 +110,7 @@ def test_wrap_delta_every_width(width):
 
 
 def test_wrap_delta_refuses_a_bad_width(simple_pmu):
-    from simple_pmu.measure import wrap_delta
+    from simple_pmu._measure import wrap_delta
 
     for width in (0, -1, 65):
         with pytest.raises(simple_pmu.UsageError, match=f"counter width {width} is outside"):
@@ -120,7 +120,7 @@ def test_wrap_delta_refuses_a_bad_width(simple_pmu):
 def _x86_report(simple_pmu, fixed_width: int):
     """A report for an Intel CPU whose CPUID leaf 0xA states fixed counters of this width
     (and 48-bit general-purpose ones), the driver usable."""
-    from simple_pmu.probe import Backend, Report
+    from simple_pmu._probe import Backend, Report
     from simple_pmu.sysinfo import CpuInfo, Perfmon
 
     eax = 4 | 8 << 8 | 48 << 16 | 7 << 24  # version 4, 8 gp counters, 48 bits, 7 events
@@ -136,7 +136,7 @@ def _x86_report(simple_pmu, fixed_width: int):
 @pytest.mark.parametrize("fixed_width", [40, 48])
 def test_x86_driver_widths_from_cpuid(simple_pmu, monkeypatch, fixed_width):
     """x86: the driver reads fixed counters, CPUID leaf 0xA EDX[12:5] bits wide."""
-    from simple_pmu.measure import open_reader
+    from simple_pmu._measure import open_reader
 
     monkeypatch.setattr(simple_pmu.native, "ARCH", "x86_64")
     reader = open_reader(_x86_report(simple_pmu, fixed_width), "driver")
@@ -147,7 +147,7 @@ def test_x86_driver_widths_from_cpuid(simple_pmu, monkeypatch, fixed_width):
 
 
 def test_x86_driver_refuses_width_zero(simple_pmu, monkeypatch):
-    from simple_pmu.measure import open_reader
+    from simple_pmu._measure import open_reader
 
     monkeypatch.setattr(simple_pmu.native, "ARCH", "x86_64")
     with pytest.raises(simple_pmu.CounterUnavailable, match="CPUID leaf 0xA EDX"):
@@ -157,7 +157,7 @@ def test_x86_driver_refuses_width_zero(simple_pmu, monkeypatch):
 def test_x86_widths_follow_the_rdpmc_operand(simple_pmu, monkeypatch):
     """x86: a fixed counter (operand 2^30 + n) is fixed_width bits, a general counter
     (operand n) gp_width; where nothing is published (-1) the 2011 fixed counters are."""
-    from simple_pmu.measure import PinnedCpu, open_reader
+    from simple_pmu._measure import PinnedCpu, open_reader
 
     monkeypatch.setattr(simple_pmu.native, "ARCH", "x86_64")
     reader = open_reader(_x86_report(simple_pmu, 40), "driver")  # gp counters: 48 bits

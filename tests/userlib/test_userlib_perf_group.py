@@ -77,8 +77,8 @@ def test_parse_group_read(perf, simple_pmu):
 @pytest.fixture
 def perf_read_report(simple_pmu, monkeypatch, perf):
     """A report where perf-read is usable, its group made of software events."""
-    probe = importlib.import_module("simple_pmu.probe")
-    measure = importlib.import_module("simple_pmu.measure")
+    probe = importlib.import_module("simple_pmu._probe")
+    measure = importlib.import_module("simple_pmu._measure")
     monkeypatch.setattr(perf, "EVENTS", dict(SOFTWARE))
     backend = probe.Backend("perf-read", "software stand-in", True,
                             counters=("cycles", "instructions"), scope="thread",
@@ -95,7 +95,7 @@ def test_measure_reports_what_it_counts(perf_read_report, simple_pmu):
     assert m.backend == "perf-read" and m.cycles and m.cycles > 0
     assert (m.scope, m.rings) == ("thread", ("user",))
     assert m.time_enabled_ns and m.time_enabled_ns == m.time_running_ns
-    assert m.running_ratio == 1.0 and m.notes == () and m.reason == ""
+    assert m.running_ratio == 1.0 and m.notes == () and m.reason is None and m.ok
     data = m.to_dict()
     assert data["rings"] == ["user"] and data["running_ratio"] == 1.0
 

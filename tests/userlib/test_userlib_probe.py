@@ -172,7 +172,7 @@ def test_child_reports_values_errors_and_hangs():
 def test_probe_survives_a_driver_that_claims_access(simple_pmu, monkeypatch, tmp_path):
     """A loaded driver whose counters fault anyway: probe says so, the caller lives."""
     # The package exports the function probe; the module is reached by its full name.
-    probe_mod = importlib.import_module("simple_pmu.probe")
+    probe_mod = importlib.import_module("simple_pmu._probe")
     sysinfo = importlib.import_module("simple_pmu.sysinfo")
 
     if simple_pmu.native.driver_available() > 0:
@@ -275,7 +275,7 @@ def test_fault_signals_blocked_fall_back_to_a_child(native_pkg):
 
 def test_in_process_trial_restores_affinity(simple_pmu, monkeypatch):
     """Each trial pins this thread to one CPU and gives the affinity back, faults or not."""
-    probe_mod = importlib.import_module("simple_pmu.probe")
+    probe_mod = importlib.import_module("simple_pmu._probe")
     before = os.sched_getaffinity(0)
     seen = []
 

@@ -6,6 +6,9 @@
         work()
     m.cycles, m.instructions, m.time_ns
     m.scope, m.rings, m.running_ratio  # what the counts cover
+    m.ok, m.reason, m.exact            # both counts there; why not; exact or advisory
+    with simple_pmu.Counters() as c:   # raw reads: Sample, and Sample - Sample a Delta
+        a = c.read(); work(); d = c.read() - a
 
 Errors: every exception simple_pmu raises on purpose is a simple_pmu.Error (see
 simple_pmu.errors): UsageError (a bad argument; also ValueError), CounterUnavailable
@@ -13,9 +16,18 @@ simple_pmu.errors): UsageError (a bad argument; also ValueError), CounterUnavail
 one), PerfError (perf_event_open failed; also OSError). Each has a stable .code.
 
 The counter reads live in the C extension simple_pmu._native, built from
-include/cycles.h; the rest is the standard library only.
+include/cycles.h (simple_pmu.native is that extension, or None where it is missing: see
+native_error); the rest is the standard library only.
+
+Modules: the public names are the package's (simple_pmu.probe is the function,
+simple_pmu.measure the class); the modules that define them are private (_probe,
+_measure, _extension), so no public name is both a module and what it exports.
 """
 
+from simple_pmu._extension import native, native_error
+from simple_pmu._measure import Measurement, measure
+from simple_pmu._probe import Backend, Report, probe
+from simple_pmu.counters import Counters, Delta, Sample
 from simple_pmu.errors import (
     CounterFault,
     CounterUnavailable,
@@ -23,9 +35,6 @@ from simple_pmu.errors import (
     PerfError,
     UsageError,
 )
-from simple_pmu.measure import Measurement, measure
-from simple_pmu.native import native, native_error
-from simple_pmu.probe import Backend, Report, probe
 
 __version__ = "0.1.0"  # the one place: userlib/ and root pyproject.toml read it
 
@@ -50,10 +59,13 @@ __all__ = [
     "Backend",
     "CounterFault",
     "CounterUnavailable",
+    "Counters",
+    "Delta",
     "Error",
     "Measurement",
     "PerfError",
     "Report",
+    "Sample",
     "UsageError",
     "known_loop",
     "measure",

@@ -39,6 +39,13 @@
 #include <unistd.h>
 #include <linux/perf_event.h>
 
+/*
+ * driver_*() are the module's CPU-wide counters, read as in 2011 (a fault
+ * reaches GUARDED_READ's handler): cycles.h's legacy mode, until they move
+ * to cycles_read() and its reading flags.
+ */
+#define CYCLES_SCOPE_CPU 1
+#define CYCLES_2011_READS 1
 #include "cycles.h"
 
 #if defined(__x86_64__)
@@ -402,11 +409,24 @@ static PyObject *native_perf_open(PyObject *mod, PyObject *args,
 /*
  * PerfPage: the first page of a perf event's mmap, for self-monitoring.
  * The caller keeps the fd open while the page is in use.
+ * owner: the process that mapped it, as a count of forks (fork_count, raised in
+ * every child by a pthread_atfork handler: no system call per read). perf's mmap is
+ * not inherited (VM_DONTCOPY), so in a forked child the address is unmapped or, later,
+ * something else's: there the page is forgotten, never munmap()ed (close, dealloc)
+ * and never read.
  */
+static volatile unsigned long fork_count;
+
+static void count_fork(void)
+{
+	fork_count++;
+}
+
 typedef struct {
 	PyObject_HEAD
 	struct perf_event_mmap_page *page;
 	size_t size;
+	unsigned long owner;
 } PerfPage;
 
 static int perfpage_init(PerfPage *self, PyObject *args, PyObject *kwargs)
@@ -430,15 +450,31 @@ static int perfpage_init(PerfPage *self, PyObject *args, PyObject *kwargs)
 	}
 	self->page = p;
 	self->size = (size_t)psize;
+	self->owner = fork_count;
 	return 0;
 }
 
 static void perfpage_unmap(PerfPage *self)
 {
 	if (self->page) {
-		munmap(self->page, self->size);
+		if (self->owner == fork_count)
+			munmap(self->page, self->size);
 		self->page = NULL;
 	}
+}
+
+/* The page is usable here: mapped, and by this process (not inherited by fork). */
+static int perfpage_usable(PerfPage *self)
+{
+	if (self->page && self->owner != fork_count)
+		self->page = NULL; /* forgotten, see PerfPage */
+	if (!self->page) {
+		PyErr_SetString(PyExc_ValueError,
+				"PerfPage: closed (or mapped by the parent "
+				"of this forked process)");
+		return 0;
+	}
+	return 1;
 }
 
 static void perfpage_dealloc(PerfPage *self)
@@ -503,10 +539,8 @@ static PyObject *perfpage_read(PerfPage *self, PyObject *unused)
 	unsigned long long count;
 	int ok;
 
-	if (!self->page) {
-		PyErr_SetString(PyExc_ValueError, "PerfPage: closed");
+	if (!perfpage_usable(self))
 		return NULL;
-	}
 	GUARDED_READ(ok, perfpage_count(self->page, &count),
 		     "the perf event's counter");
 	if (!ok) {
@@ -524,10 +558,9 @@ static PyObject *perfpage_info(PerfPage *self, PyObject *unused)
 	unsigned int seq;
 	PyObject *d;
 
-	if (!pc) {
-		PyErr_SetString(PyExc_ValueError, "PerfPage: closed");
+	if (!perfpage_usable(self))
 		return NULL;
-	}
+	pc = self->page;
 	do {
 		seq = pc->lock;
 		compiler_barrier();
@@ -775,6 +808,11 @@ PyMODINIT_FUNC PyInit__native(void)
 	if (PyType_Ready(&PerfPageType) < 0 ||
 	    PyType_Ready(&DriverSpanType) < 0)
 		return NULL;
+	if (pthread_atfork(NULL, NULL, count_fork) != 0) {
+		PyErr_SetString(PyExc_ImportError,
+				"pthread_atfork() failed: PerfPage needs it");
+		return NULL;
+	}
 	m = PyModule_Create(&native_module);
 	if (!m)
 		return NULL;

@@ -20,10 +20,10 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
+from simple_pmu._extension import native, native_error
+from simple_pmu._probe import Report
 from simple_pmu.errors import CounterUnavailable
-from simple_pmu.native import native, native_error
 from simple_pmu.perf import SelfMonitor, open_event, read_count
-from simple_pmu.probe import Report
 
 DEFAULT_CALLS = 1_000_000
 DEFAULT_REPEATS = 7
@@ -122,10 +122,11 @@ def _loop_only(calls: int) -> float:
 
 
 def fastest_read(report: Report) -> tuple[str | None, str, Callable[[], object]]:
-    """(backend, what, read) of the counter read measure() would use, or of the timer
-    read when there is none (backend None). perf events stay open for the process."""
+    """(backend, what, read) of the cheapest counter read here: the module's (scope cpu,
+    one instruction) when usable, else perf's (what measure() uses by default), else the
+    timer's (backend None). perf events stay open for the process."""
     assert native is not None
-    best = report.best("cycles")
+    best = report.best("cycles", "cpu") or report.best("cycles", "thread")
     if best is not None and best.name == "driver":
         return best.name, "driver cycles (_native.driver_cycles())", native.driver_cycles
     if best is not None and best.name == "perf-rdpmc":

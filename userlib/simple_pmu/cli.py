@@ -17,12 +17,12 @@ import textwrap
 from collections.abc import Sequence
 
 from simple_pmu import __version__, jsonout, reasons
+from simple_pmu._extension import native, native_error
+from simple_pmu._measure import COUNTER_BITS, PinnedCpu, Reader, first_read, open_reader
+from simple_pmu._probe import COUNTER_BACKENDS, SCOPES, Backend, Report, probe
 from simple_pmu.bench import DEFAULT_CALLS, DEFAULT_REPEATS, GOAL_RATIO, bench, paths_table
 from simple_pmu.errors import CounterUnavailable, Error
-from simple_pmu.measure import COUNTER_BITS, PinnedCpu, Reader, first_read, open_reader
 from simple_pmu.mhz import CLOCKS, MhzResult, measure_mhz
-from simple_pmu.native import native, native_error
-from simple_pmu.probe import COUNTER_BACKENDS, Backend, Report, probe
 
 EXIT_OK, EXIT_UNAVAILABLE, EXIT_USAGE = 0, 1, 2
 EXIT_PIPE = 128 + 13  # SIGPIPE, as a shell reports a command the signal killed
@@ -59,7 +59,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     read = sub.add_parser("read", help="one reading of each counter")
     read.add_argument("--backend", choices=COUNTER_BACKENDS,
-                      help="insist on this backend (default: the best usable)")
+                      help="insist on this backend (default: the best usable of the scope)")
+    read.add_argument("--scope", choices=tuple(SCOPES),
+                      help="thread (default, perf: this thread) or cpu (the module's "
+                      "counters: every task on the CPU)")
     read.add_argument("--json", action="store_true", help="print a JSON object")
 
     mhz = sub.add_parser("mhz", help="CPU frequency by the dependent-XOR method")
@@ -112,10 +115,11 @@ def format_status(report: Report, width: int = 100) -> str:
         for item in rest:
             for i, w in enumerate(_wrap(item, len(pad) + 2, width)):
                 lines.append(pad + ("- " if i == 0 else "  ") + w)
-    best = report.best("cycles")
     lines.append("")
-    lines.append(f"measure() uses: {best.name}" if best else
-                 "measure() uses: no counter backend (time only)")
+    for scope, call in (("thread", "measure()"), ("cpu", 'measure(scope="cpu")')):
+        best = report.best("cycles", scope)
+        lines.append(f"{call} uses: {best.name}" if best else
+                     f"{call} uses: no counter backend (time only)")
     return "\n".join(lines)
 
 
@@ -147,7 +151,8 @@ def _details(backend: Backend) -> list[str]:
         counting = describe_counting(backend.scope, backend.rings)
         if counting:
             head += f" (counts {counting})"
-    items = [head, *backend.reasons, *backend.notes]
+    items = [head, *(reasons.as_reason(r).with_remedy() for r in backend.reasons),
+             *(reasons.as_reason(n).with_remedy() for n in backend.notes)]
     facts = ", ".join(f"{k}={_fact(v)}" for k, v in backend.facts.items())
     if facts:
         items.append(f"facts: {facts}")
@@ -188,6 +193,7 @@ def reading(reader: Reader) -> dict[str, object]:
             notes.append(reasons.PERF_MULTIPLEXED.format(
                 percent=100 * ratio, running=running, enabled=enabled))
     values.update(scope=reader.scope, rings=None if reader.rings is None else list(reader.rings),
+                  exact=reader.exact,
                   time_enabled_ns=enabled, time_running_ns=running, running_ratio=ratio,
                   reason=(reasons.as_reason(reader.reason).to_dict() if reader.reason
                           else None),
@@ -199,10 +205,9 @@ def cmd_read(args: argparse.Namespace) -> int:
     if native is None:
         raise _unavailable(native_error, reasons.NO_NATIVE.code)
     report = probe()
-    reader = open_reader(report, args.backend)
+    reader = open_reader(report, args.backend, args.scope)
     if reader.backend is None:
-        raise _unavailable(reader.reason, reasons.NO_COUNTER_BACKEND.code,
-                           report.unusable_reasons())
+        raise no_backend_error(report, reader.scope or "thread", reader.reason)
     try:
         values = reading(reader)
     finally:
@@ -210,8 +215,29 @@ def cmd_read(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(jsonout.reading_doc(values)))
         return EXIT_OK
-    print(format_reading(values, reader.reason))
+    print(format_reading(values, reader.reason or ""))
     return EXIT_OK
+
+
+def no_backend_error(report: Report, scope: str,
+                     reason: reasons.Reason | None) -> CounterUnavailable:
+    """read without a counter backend: each distinct reason once, with the backends of
+    the scope that have it and its remedy; and, for the thread scope, whether the cpu
+    scope would count."""
+    grouped = report.grouped_reasons(scope)
+    lines = [f"no counter backend usable for scope {scope}:"]
+    seen: set[str] = set()  # a remedy shared by several reasons is given once
+    for why, names in grouped:
+        text = str(why) if why.remedy in seen else why.with_remedy()
+        seen.add(why.remedy)
+        lines.append(f"  {', '.join(names)}: {text}")
+    if reason is not None and reason.remedy and not any(
+            why.remedy == reason.remedy for why, _ in grouped):
+        lines.append(f"  (fix: {reason.remedy})")
+    error = CounterUnavailable("\n".join(lines), reasons.NO_COUNTER_BACKEND.code,
+                               [why for why, _ in grouped])
+    error.backends = tuple(names for _, names in grouped)
+    return error
 
 
 def format_reading(values: dict[str, object], reason: str) -> str:
@@ -272,15 +298,7 @@ def cmd_mhz(args: argparse.Namespace) -> int:
         raise _unavailable(native_error, reasons.NO_NATIVE.code)
     result = measure_mhz(args.runs, args.clock)
     if args.json:
-        print(json.dumps({
-            "clock": result.clock,
-            "median_mhz": result.median_mhz,
-            "median_timer_mhz": result.median_timer_mhz,
-            "median_cycles_mhz": result.median_cycles_mhz,
-            "cycle_backend": result.cycle_backend,
-            "cycle_reason": result.cycle_reason or None,
-            "runs": [vars(r) for r in result.runs],
-        }))
+        print(json.dumps(jsonout.mhz_doc(result)))
     else:
         print(format_mhz(result))
     return EXIT_OK
@@ -329,6 +347,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     BrokenPipeError, flushing inside the try so that a write still buffered fails here
     and not at exit, then point stdout at /dev/null so that the interpreter's own flush
     at exit does not fail again. SIGPIPE keeps Python's SIG_IGN."""
+    if sys.stdout is None:  # started with descriptor 1 closed (`simple-pmu status >&-`)
+        print(f"{PROG}: standard output is closed: nothing to write the result to",
+              file=sys.stderr)
+        return EXIT_UNAVAILABLE
     try:
         try:
             return run(argv)
@@ -339,6 +361,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         os.dup2(devnull, sys.stdout.fileno())
         os.close(devnull)
         return EXIT_PIPE
+    except OSError as exc:  # e.g. EBADF, ENOSPC: the output could not be written
+        print(f"{PROG}: cannot write to standard output: {exc}", file=sys.stderr)
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+        return EXIT_UNAVAILABLE
 
 
 if __name__ == "__main__":

@@ -52,6 +52,8 @@ class CounterUnavailable(Error, RuntimeError):
         if code is not None:
             self.code = code
         self.reasons: tuple[str, ...] = tuple(reasons)
+        # For each reason, the backends that have it (when the reasons are grouped).
+        self.backends: tuple[tuple[str, ...], ...] = ()
 
 
 class CounterFault(Error, OSError):

@@ -27,11 +27,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from simple_pmu._extension import native, native_error
 from simple_pmu.errors import CounterUnavailable, UsageError
-from simple_pmu.native import native, native_error
 
 if TYPE_CHECKING:
-    from simple_pmu.measure import Reader
+    from simple_pmu._measure import Reader
 
 SHORT, LONG = 50, 250
 REPEATS = 5
@@ -164,15 +164,15 @@ def measure_mhz(runs: int = 1, clock: str = "cpu", use_cycle_counter: bool = Tru
     reader: Reader | None = None
     cycles, backend, reason = None, None, "cycle counter not requested"
     if use_cycle_counter:
-        from simple_pmu.measure import _default_reader
+        from simple_pmu._measure import _default_reader
 
         reader = _default_reader()
-        cycles, backend, reason = reader.cycles, reader.backend, reader.reason
+        cycles, backend, reason = reader.cycles, reader.backend, reader.reason or ""
     count = calibrate(read_clock)
     results = []
     with contextlib.ExitStack() as stack:
         if reader is not None:
-            from simple_pmu.measure import PinnedCpu
+            from simple_pmu._measure import PinnedCpu
 
             stack.enter_context(PinnedCpu(reader))
         for _ in range(runs):

@@ -21,8 +21,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from simple_pmu import reasons
+from simple_pmu._extension import native, native_error
 from simple_pmu.errors import CounterUnavailable, PerfError
-from simple_pmu.native import native, native_error
 from simple_pmu.sysinfo import PARANOID, read_int
 
 if TYPE_CHECKING:
@@ -57,6 +57,7 @@ def perf_error(event: str, err: int) -> PerfError:
     reason = reasons.PERF_OPEN_FAILED.format(
         event=event, errname=reasons.errno_name(err),
         meaning=reasons.perf_errno_meaning(err, read_int(PARANOID)))
+    reason = reason.extended("", reasons.PERF_ERRNO_REMEDIES.get(err, ""))
     return PerfError(event, err, reason)
 
 

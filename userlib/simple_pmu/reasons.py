@@ -14,21 +14,46 @@ import os
 
 
 class Reason(str):
-    """A reason's text with its stable code (a str subclass: use it as the text)."""
+    """A reason's text with its stable code (a str subclass: use it as the text).
+
+    Immutable like the str it is; copy.copy, copy.deepcopy and pickle give an equal
+    Reason with the same code."""
 
     code: str
+    remedy: str  # what would fix it, for the admin or the user ("": nothing to say)
 
-    def __new__(cls, code: str, text: str) -> Reason:
+    def __new__(cls, code: str, text: str, remedy: str = "") -> Reason:
         obj = super().__new__(cls, text)
         obj.code = code
+        obj.remedy = remedy
         return obj
 
-    def extended(self, suffix: str) -> Reason:
-        """The same reason with more text after it (e.g. RETRIED)."""
-        return Reason(self.code, str(self) + suffix)
+    def __reduce__(self) -> tuple[type[Reason], tuple[str, str, str]]:
+        # str's own protocol would call Reason(text), without the code.
+        return Reason, (self.code, str(self), self.remedy)
 
-    def to_dict(self) -> dict[str, str]:
-        return {"code": self.code, "text": str(self)}
+    def __copy__(self) -> Reason:
+        return self
+
+    def __deepcopy__(self, memo: object) -> Reason:
+        return self
+
+    def __repr__(self) -> str:
+        return f"Reason({self.code!r}, {str(self)!r})"
+
+    def extended(self, suffix: str, remedy: str | None = None) -> Reason:
+        """The same reason with more text after it (e.g. RETRIED), and its remedy or
+        another."""
+        return Reason(self.code, str(self) + suffix, self.remedy if remedy is None else remedy)
+
+    def with_remedy(self) -> str:
+        """The text and, when there is one, the remedy: "TEXT (fix: REMEDY)"."""
+        return f"{self} (fix: {self.remedy})" if self.remedy else str(self)
+
+    def to_dict(self) -> dict[str, str | None]:
+        """The one JSON shape of a reason, everywhere: {"code", "text", "remedy"} (remedy
+        null when there is nothing to suggest)."""
+        return {"code": self.code, "text": str(self), "remedy": self.remedy or None}
 
 
 def as_reason(text: str, code: str = "other") -> Reason:
@@ -40,37 +65,65 @@ class Template:
     """A reason's code and text template. (No dataclass: the documentation test loads
     this module on its own, outside sys.modules.)"""
 
-    __slots__ = ("code", "text")
+    __slots__ = ("code", "remedy", "text")
 
-    def __init__(self, code: str, text: str) -> None:
+    def __init__(self, code: str, text: str, remedy: str = "") -> None:
         self.code = code
         self.text = text
+        self.remedy = remedy
 
     def __repr__(self) -> str:
-        return f"Template({self.code!r}, {self.text!r})"
+        return f"Template({self.code!r}, {self.text!r}, {self.remedy!r})"
 
     def format(self, **fields: object) -> Reason:
-        return Reason(self.code, self.text.format(**fields))
+        """The Reason; the remedy is filled with the same fields."""
+        return Reason(self.code, self.text.format(**fields), self.remedy.format(**fields))
 
 
-def _t(code: str, text: str) -> Template:
-    return Template(code, text)
+def _t(code: str, text: str, remedy: str = "") -> Template:
+    return Template(code, text, remedy)
+
+
+# Remedies shared by several reasons.
+LOAD_MODULE = ("as root: modprobe simple-pmu (Debian package simple-pmu-dkms), then"
+               " measure(scope=\"cpu\") or read --scope cpu counts every task on the CPU")
+VPMU = ("give the guest a virtual PMU: QEMU/KVM -cpu host (arm64: -cpu host,pmu=on; QEMU"
+        " TCG emulates the arm64 PMU), libvirt <cpu mode='host-passthrough'/> with"
+        " <pmu state='on'/> in <features>")
+PARANOID_FIX = ("as root: sysctl kernel.perf_event_paranoid=2 (or lower), or give the"
+                " program CAP_PERFMON (setcap cap_perfmon+ep PROGRAM); or use the module's"
+                " CPU-wide counters: " + LOAD_MODULE)
+SECCOMP_FIX = ("allow perf_event_open in the container's seccomp profile (e.g. docker run"
+               " --security-opt seccomp=PROFILE, or --cap-add PERFMON); " + PARANOID_FIX)
+SHARED_PMU = ("fewer perf users on this CPU; the NMI watchdog holds a counter on x86: as"
+              " root, sysctl kernel.nmi_watchdog=0")
 
 
 # Any backend
 NO_NATIVE = _t(
     "no_native",
     "the C extension simple_pmu._native is not available ({error}); build it with 'pip"
-    " install .' in userlib/ of a simple-pmu checkout")
+    " install .' in userlib/ of a simple-pmu checkout",
+    "in userlib/ of a simple-pmu checkout: pip install . (needs gcc and the Python headers,"
+    " Debian python3-dev)")
 NO_COUNTER_BACKEND = _t(
     "no_counter_backend",
-    "no counter backend usable: {summary}")
+    "no counter backend usable for scope {scope}: {summary}")
+# Added to NO_COUNTER_BACKEND of the thread scope when the cpu scope has one (same code).
+CPU_SCOPE_HINT = ("; scope cpu (measure(scope=\"cpu\")) would count every task on the CPU"
+                  " with {backend}")
 BACKEND_UNUSABLE = _t(
     "backend_unusable",
     "{backend}: {reason}")
 UNKNOWN_BACKEND = _t(
     "unknown_backend",
     "unknown backend '{backend}'; choose from {choices}")
+UNKNOWN_SCOPE = _t(
+    "unknown_scope",
+    "unknown scope '{scope}'; choose from {choices}")
+BACKEND_NOT_IN_SCOPE = _t(
+    "backend_not_in_scope",
+    "backend '{backend}' counts scope '{has}', not '{scope}'")
 ARCH_UNSUPPORTED = _t(
     "arch_unsupported",
     "architecture {arch} is not supported (x86-64 and arm64 only)")
@@ -89,11 +142,13 @@ RETRIED = " ({attempts} attempts over {ms} ms)"
 # The simple-pmu driver
 DRIVER_NOT_LOADED = _t(
     "driver_not_loaded",
-    "simple-pmu module not loaded: {path} does not exist")
+    "simple-pmu module not loaded: {path} does not exist",
+    "as root: modprobe simple-pmu (Debian package simple-pmu-dkms)")
 X86_NO_PERFMON = _t(
     "x86_no_perfmon",
     "{vendor} CPU has no architectural perfmon (CPUID leaf 0xA version {version}): the "
-    "x86 driver needs Intel fixed counters and refuses to load here")
+    "x86 driver needs Intel fixed counters and refuses to load here",
+    "none on this CPU (AMD and others: no architectural perfmon); in a guest: " + VPMU)
 X86_PERFMON_V1 = _t(
     "x86_perfmon_v1",
     "architectural perfmon version 1 has no fixed counters (CPUID leaf 0xA)")
@@ -106,18 +161,23 @@ X86_EVENT_UNAVAILABLE = _t(
 RDPMC_NOT_ALWAYS = _t(
     "rdpmc_not_always",
     "{path} is {value}: user RDPMC outside a task with a perf mmap faults; the driver's "
-    "counters need 2")
+    "counters need 2",
+    "as root: echo 2 > {path} (lets every task RDPMC: an admin's choice, see simple-pmu(4)"
+    " SECURITY CONSIDERATIONS); or use perf (the default scope)")
 DRIVER_FIXED_OFF = _t(
     "driver_fixed_off",
-    "the driver has the fixed counters off (rdpmc_fixed is {value})")
+    "the driver has the fixed counters off (rdpmc_fixed is {value})",
+    "as root: echo 1 > /sys/devices/system/simple-pmu/simple-pmu0/rdpmc_fixed (see simple-pmu(4))")
 DRIVER_USER_ACCESS_OFF = _t(
     "driver_user_access_off",
-    "the driver's user access is off (user_access is {value})")
+    "the driver's user access is off (user_access is {value})",
+    "see the module's cpuN/ attributes and simple-pmu(4); or use perf (the default scope)")
 DRIVER_OLD_ABI = _t(
     "driver_old_abi",
     "the loaded simple-pmu module does not publish {missing}: it is older than this "
     "library, which reads the per-CPU counter placement (cpuN/cycle_index, "
-    "cpuN/event_index, cpuN/generation, event_width)")
+    "cpuN/event_index, cpuN/generation, event_width)",
+    "as root: install this version's simple-pmu-dkms, then rmmod simple-pmu; modprobe simple-pmu")
 DRIVER_MALFORMED = _t(
     "driver_malformed",
     "{path} holds '{value}', which this library cannot parse")
@@ -149,6 +209,13 @@ DRIVER_NO_INSN = _t(
     "no instructions: the driver counts no INST_RETIRED (event {event}) event (events is "
     "'{value}')")
 
+DRIVER_ADVISORY = _t(
+    "driver_advisory",
+    "advisory: the driver's counters are CPU-wide and {why}: perf may move a counter and "
+    "the driver notices only at its next check, so a count can include another counter's "
+    "value; use the default scope (perf, this thread) for exact counts",
+    "measure() without scope (perf, this thread) where perf self-monitoring is allowed")
+
 # measure() with the driver: why the counts of one measurement are None
 MEASURE_GENERATION_CHANGED = _t(
     "measure_generation_changed",
@@ -159,24 +226,30 @@ MEASURE_GENERATION_CHANGED = _t(
 # perf
 HYPERVISOR_NO_VPMU = _t(
     "hypervisor_no_vpmu",
-    "hypervisor {hypervisor} exposes no virtual PMU to this guest")
+    "hypervisor {hypervisor} exposes no virtual PMU to this guest",
+    VPMU)
 NO_CPU_PMU = _t(
     "no_cpu_pmu",
-    "no CPU PMU registered with perf ({path} has none of: {names})")
+    "no CPU PMU registered with perf ({path} has none of: {names})",
+    "a kernel with this CPU's PMU driver; in a guest: " + VPMU)
 PERF_OPEN_FAILED = _t(
     "perf_open_failed",
     "perf_event_open({event}) failed: {errname} ({meaning})")
 RDPMC_OFF = _t(
     "rdpmc_off",
-    "{path} is 0: user RDPMC is disabled")
+    "{path} is 0: user RDPMC is disabled",
+    "as root: echo 1 > {path} (the kernel's default: RDPMC for tasks with a perf event)")
 PERF_USER_ACCESS_OFF = _t(
     "perf_user_access_off",
     "{path} is {value}: EL0 counter access through perf is off (sysctl "
-    "kernel.perf_user_access=1)")
+    "kernel.perf_user_access=1)",
+    "as root: sysctl kernel.perf_user_access=1 (persistently: in /etc/sysctl.d/); or"
+    " " + LOAD_MODULE)
 PERF_USER_ACCESS_ABSENT = _t(
     "perf_user_access_absent",
     "{path} does not exist: this kernel (before 5.17) has no user counter access through "
-    "perf on arm64")
+    "perf on arm64",
+    "a kernel >= 5.17, or " + LOAD_MODULE)
 NO_CAP_USER_RDPMC = _t(
     "no_cap_user_rdpmc",
     "the {event} event's mmap page has cap_user_rdpmc 0")
@@ -196,17 +269,35 @@ PERF_MULTIPLEXED = _t(
     "perf_multiplexed",
     "the perf events ran {percent:.1f}% of the time they were enabled (time_running"
     " {running} ns of time_enabled {enabled} ns): the PMU was shared (multiplexed) and"
-    " the counts cover only that part, unscaled")
+    " the counts cover only that part, unscaled",
+    SHARED_PMU)
 PERF_NOT_SCHEDULED = _t(
     "perf_not_scheduled",
     "the perf events were never on the PMU during the measurement (time_running 0 of"
-    " time_enabled {enabled} ns): the PMU is in use by others; counts discarded")
+    " time_enabled {enabled} ns): the PMU is in use by others; counts discarded",
+    SHARED_PMU)
 PERF_READ_MALFORMED = _t(
     "perf_read_malformed",
     "read() of the perf group returned {detail}")
 NO_INSN_COUNTER = _t(
     "no_insn_counter",
     "no instructions counter")
+
+# Counters and Samples (the raw-read API)
+COUNTERS_CLOSED = _t(
+    "counters_closed",
+    "these Counters are closed")
+COUNTERS_OTHER_THREAD = _t(
+    "counters_other_thread",
+    "these Counters ({backend}) belong to the thread (and process) that opened them: its"
+    " events count that thread only; open Counters in this thread")
+SAMPLES_UNRELATED = _t(
+    "samples_unrelated",
+    "these Samples come from different Counters: only samples of one subtract")
+SAMPLES_MOVED = _t(
+    "samples_moved",
+    "the driver's counters changed between the two samples ({before} -> {after}: perf"
+    " moved or reloaded a counter, or the CPU changed); counts discarded, sample again")
 
 # The time-stamp counter / generic timer
 NO_TSC = _t(
@@ -230,6 +321,18 @@ PERF_ERRNO_MEANINGS: dict[int, str] = {
     errno.EMFILE: "the process has too many open files",
     errno.EBUSY: "another user holds the PMU exclusively",
     errno.E2BIG: "the kernel does not know this perf_event_attr size",
+}
+
+
+# What would let perf_event_open succeed, by its errno.
+PERF_ERRNO_REMEDIES: dict[int, str] = {
+    errno.EACCES: PARANOID_FIX,
+    errno.EPERM: SECCOMP_FIX,
+    errno.ENOSYS: ("a kernel with CONFIG_PERF_EVENTS, or allow perf_event_open in the"
+                   " seccomp profile; or " + LOAD_MODULE),
+    errno.ENOENT: "a kernel with this CPU's PMU driver; in a guest: " + VPMU,
+    errno.EBUSY: "end the program that holds the PMU exclusively",
+    errno.EMFILE: "raise the open-files limit (ulimit -n)",
 }
 
 

@@ -9,7 +9,7 @@ import platform
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from simple_pmu.native import native
+from simple_pmu._extension import native
 
 SYSFS_DIR = Path("/sys/devices/system/simple-pmu/simple-pmu0")
 EVENT_SOURCE = Path("/sys/bus/event_source/devices")

@@ -6,8 +6,8 @@ import functools
 import time
 from dataclasses import dataclass
 
+from simple_pmu._extension import native, native_error
 from simple_pmu.errors import CounterUnavailable
-from simple_pmu.native import native, native_error
 
 CALIBRATION_S = 0.05
 BRACKET_TRIES = 7

@@ -8,7 +8,9 @@
  * Never reads a PMU counter unless perfmon_available() says it may.
  */
 #define _GNU_SOURCE 1
+#include <pthread.h>
 #include <stdio.h>
+#include <sys/wait.h>
 
 #include "cycles.h"
 
@@ -25,6 +27,44 @@ static int failures;
 
 /* In another translation unit: the header must link twice. */
 int other_unit_perfmon(void);
+const void *other_unit_thread_state(void);
+const void *other_unit_module_cache(void);
+
+static void *thread_state(void *arg)
+{
+	(void)arg;
+	return (void *)other_unit_thread_state();
+}
+
+/*
+ * One state per thread for the whole program, not one per translation
+ * unit; a new thread and a forked child start without one (their first
+ * use opens their own events).
+ */
+static void check_state(void)
+{
+	const void *mine = cycles_thread();
+	void *other = NULL;
+	pthread_t th;
+	pid_t pid;
+	int status = -1;
+
+	CHECK(mine == other_unit_thread_state(),
+	      "two translation units see two thread states");
+	CHECK(cycles_state() == other_unit_module_cache(),
+	      "two translation units see two module caches");
+	CHECK(cycles_tls.ready, "no state after the first use");
+	CHECK(pthread_create(&th, NULL, thread_state, NULL) == 0 &&
+	      pthread_join(th, &other) == 0 && other && other != mine,
+	      "a second thread shares the first one's state");
+	pid = fork();
+	if (pid == 0)	/* the parent's events count the parent: dropped */
+		_exit(cycles_tls.ready ? 3 : 0);
+	CHECK(pid > 0 && waitpid(pid, &status, 0) == pid &&
+	      WIFEXITED(status) && WEXITSTATUS(status) == 0,
+	      "a forked child kept its parent's state (status %#x)", status);
+	printf("path=%d\n", cycles_path());
+}
 
 /* events + event_index -> where INST_RETIRED counts on a CPU. */
 static void check_event_index_parser(void)
@@ -196,6 +236,7 @@ int main(void)
 		b = insn_retired();
 		printf("insn_delta=%llu\n", b - a);
 	}
+	check_state();
 	check_event_index_parser();
 	check_timer();
 	check_pinning();

@@ -16,73 +16,98 @@
  *   cpu N      the cache's entry for CPU N     -> rc=R cycle=C insn=I gen=G
  *   gen        cycles_generation()             -> G
  *   refresh    cycles_refresh()                -> R
- *   read WHAT  x86: unhalted_core(), insn_retired() or unhalted_ref()
- *              (WHAT: core, insn, ref), a fault caught
- *                                              -> value=V | fault rdpmc ecx=E
- *              | fault other (the fault was not at a RDPMC)
+ *   window     a module-path window with a fault of the program's own in
+ *              it      -> begin=B reads=A,B own=N end=E restored=R
+ *   read WHAT  cycles_read() of CYCLES_CORE, _INSN or _REF (WHAT: core,
+ *              insn, ref)              -> value=V | none (nothing read)
+ *              | fault rdpmc ecx=E (the guard caught a fault at the read
+ *              of counter E)
  *
- * Only "read" reads a counter: on a machine without user RDPMC it faults,
- * and the SIGSEGV handler reports the ECX the RDPMC was given.
+ * Built with CYCLES_SCOPE_CPU: every read is on the module path. Only
+ * "read" reads a counter: on a machine without user RDPMC it faults, and
+ * cycles.h's guard turns that into an invalid reading naming the operand.
  */
 #define _GNU_SOURCE 1
+/* The module's CPU-wide counters: the path these tests are about. */
+#define CYCLES_SCOPE_CPU 1
 #include <setjmp.h>
 #include <signal.h>
 #include <stdio.h>
-#include <ucontext.h>
 
 #include "cycles.h"
 
-#if defined(__x86_64__)
-static sigjmp_buf fault_env;
-static volatile unsigned long long fault_ecx;
-static volatile int fault_rdpmc;
-
-static void on_fault(int sig, siginfo_t *info, void *uctx)
-{
-	const ucontext_t *uc = uctx;
-	const unsigned char *ip =
-		(const unsigned char *)uc->uc_mcontext.gregs[REG_RIP];
-
-	(void)info;
-	fault_ecx = (unsigned long long)uc->uc_mcontext.gregs[REG_RCX] &
-		    0xffffffffULL;
-	fault_rdpmc = ip[0] == 0x0f && ip[1] == 0x33;	/* rdpmc */
-	siglongjmp(fault_env, sig);
-}
-
+/*
+ * A read through the path's guard: on this host RDPMC faults (no user
+ * RDPMC), the guard skips it and the reading names the operand that
+ * faulted; where it works, the value.
+ */
 static void read_counter(const char *what)
 {
-	struct sigaction sa, old;
-	counter_t v = 0;
+	struct cycles_reading r;
+	int which = !strcmp(what, "core") ? CYCLES_CORE :
+		    !strcmp(what, "insn") ? CYCLES_INSN : CYCLES_REF;
+
+	if (cycles_read(which, &r) == 0)
+		printf("value=%llu\n", r.value);
+	else if (r.flags & CYCLES_FAULTED)
+		printf("fault rdpmc ecx=%u\n", r.hw);
+	else
+		printf("none\n");
+}
+
+static sigjmp_buf own_env;
+static volatile sig_atomic_t own_calls;
+
+/* The program's own handler: the guard must pass it what is not its own. */
+static void own_handler(int sig, siginfo_t *info, void *uc)
+{
+	(void)info;
+	(void)uc;
+	own_calls++;
+	siglongjmp(own_env, sig);
+}
+
+/*
+ * A module-path window, pinned: two reads of cycles (here they fault, and
+ * the guard skips them), then a fault of the program's own (x86: a NULL
+ * store; arm64: UDF) that must reach the program's handler, then the end. After it the
+ * program's handler is installed again.
+ */
+static void window(void)
+{
+	struct sigaction sa, now;
+	struct cycles_window w;
+	volatile int *volatile nowhere = NULL;
+	volatile counter_t a = 1, b = 1;
+	unsigned int end;
+	int begin;
 
 	memset(&sa, 0, sizeof(sa));
-	sa.sa_sigaction = on_fault;
+	sa.sa_sigaction = own_handler;
 	sa.sa_flags = SA_SIGINFO | SA_NODEFER;
 	sigemptyset(&sa.sa_mask);
-	sigaction(SIGSEGV, &sa, &old);
-	if (sigsetjmp(fault_env, 1)) {
-		if (fault_rdpmc)
-			printf("fault rdpmc ecx=%llu\n", fault_ecx);
-		else
-			printf("fault other\n");
-	} else {
-		if (!strcmp(what, "core"))
-			v = unhalted_core();
-		else if (!strcmp(what, "insn"))
-			v = insn_retired();
-		else
-			v = unhalted_ref();
-		printf("value=%llu\n", v);
-	}
-	sigaction(SIGSEGV, &old, NULL);
-}
+	sigaction(CYCLES_GUARD_SIGNAL, &sa, NULL);
+	own_calls = 0;
+	begin = cycles_window_begin(&w);
+	if (begin == 0) {
+		a = cycles_window_read(&w, CYCLES_CORE);
+		b = cycles_window_read(&w, CYCLES_CORE);
+		if (!sigsetjmp(own_env, 1)) {
+#if defined(__aarch64__)
+			(void)nowhere;
+			__asm__ __volatile__(".inst 0x00000000");	/* udf */
 #else
-static void read_counter(const char *what)
-{
-	(void)what;
-	printf("unsupported\n");
-}
+			*nowhere = 1;
 #endif
+		}
+	}
+	end = cycles_window_end(&w);
+	sigaction(CYCLES_GUARD_SIGNAL, NULL, &now);
+	printf("begin=%d reads=%llu,%llu own=%d end=%u restored=%d\n", begin,
+	       (counter_t)a, (counter_t)b, (int)own_calls, end,
+	       now.sa_sigaction == own_handler);
+	signal(CYCLES_GUARD_SIGNAL, SIG_DFL);
+}
 
 int main(void)
 {
@@ -124,6 +149,8 @@ int main(void)
 			       insn, gen);
 		} else if (!strcmp(line, "gen\n")) {
 			printf("%lu\n", cycles_generation());
+		} else if (!strcmp(line, "window\n")) {
+			window();
 		} else if (!strcmp(line, "refresh\n")) {
 			printf("%d\n", cycles_refresh());
 		} else {

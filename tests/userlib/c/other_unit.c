@@ -4,8 +4,21 @@
 #include "cycles.h"
 
 int other_unit_perfmon(void);
+const void *other_unit_thread_state(void);
+const void *other_unit_module_cache(void);
 
 int other_unit_perfmon(void)
 {
 	return perfmon_available();
+}
+
+/* This thread's state as this translation unit sees it. */
+const void *other_unit_thread_state(void)
+{
+	return cycles_thread();
+}
+
+const void *other_unit_module_cache(void)
+{
+	return cycles_state();
 }

@@ -39,9 +39,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from simple_pmu import perf, reasons, sysinfo
+from simple_pmu._extension import native, native_error
 from simple_pmu.child import ChildResult, run_in_child
-from simple_pmu.errors import CounterFault, CounterUnavailable, PerfError
-from simple_pmu.native import native, native_error
+from simple_pmu.errors import CounterFault, CounterUnavailable, PerfError, UsageError
 from simple_pmu.perf import PerfGroup, SelfMonitor
 from simple_pmu.reasons import Reason
 from simple_pmu.sysinfo import (
@@ -64,6 +64,11 @@ from simple_pmu.sysinfo import (
 from simple_pmu.timer import timer_frequency
 
 COUNTER_BACKENDS = ("driver", "perf-rdpmc", "perf-read")
+# What each scope of measure() may use, best first: "thread" (the default, like perf
+# stat) counts the calling thread; "cpu" every task on the CPU (the module's counters).
+SCOPES: dict[str, tuple[str, ...]] = {"thread": ("perf-rdpmc", "perf-read"),
+                                      "cpu": ("driver",)}
+DEFAULT_SCOPE = "thread"
 SPIN_ITERATIONS = 100_000  # known_loop iterations between two trial reads
 INST_RETIRED = 0x08  # arm64's architected event
 X86_INST_RETIRED = 0xC0  # INST_RETIRED.ANY in perf's x86 raw encoding (event | umask << 8)
@@ -88,8 +93,13 @@ class Backend:
     rings: tuple[str, ...] | None = None  # "user", "kernel"; None: unknown or not counted
 
     @property
-    def reason(self) -> str:
-        return "; ".join(self.reasons)
+    def reason(self) -> Reason | None:
+        """Why it is unusable, as one Reason (the same shape as everywhere else): the
+        texts joined by "; ", the first one's code and remedy; None when usable."""
+        if not self.reasons:
+            return None
+        first = reasons.as_reason(self.reasons[0])
+        return Reason(first.code, "; ".join(self.reasons), first.remedy)
 
     def to_dict(self) -> dict[str, object]:
         """The JSON form (docs/simple-pmu.1 JSON OUTPUT; schema/simple-pmu.schema.json)."""
@@ -102,7 +112,7 @@ class Backend:
             "rings": None if self.rings is None else list(self.rings),
             "cpus": list(self.cpus),
             "reasons": [reasons.as_reason(r).to_dict() for r in self.reasons],
-            "reason": self.reason,
+            "reason": None if self.reason is None else self.reason.to_dict(),
             "notes": [reasons.as_reason(n).to_dict() for n in self.notes],
             "facts": dict(self.facts),
         }
@@ -120,26 +130,52 @@ class Report:
                 return backend
         raise KeyError(name)
 
-    def best(self, counter: str = "cycles") -> Backend | None:
-        """The first usable counter backend that reads counter."""
-        for name in COUNTER_BACKENDS:
+    def best(self, counter: str = "cycles", scope: str = DEFAULT_SCOPE) -> Backend | None:
+        """The first usable backend of scope ("thread" or "cpu") that reads counter."""
+        for name in scope_backends(scope):
             backend = self.get(name)
             if backend.usable and counter in backend.counters:
                 return backend
         return None
 
-    def unusable_summary(self) -> str:
+    def unusable_summary(self, scope: str | None = None) -> str:
+        """Why each unusable counter backend (of scope, if given) is unusable."""
+        names = COUNTER_BACKENDS if scope is None else scope_backends(scope)
         return "; ".join(f"{b.name}: {b.reason}" for b in self.backends
-                         if b.name in COUNTER_BACKENDS and not b.usable)
+                         if b.name in names and not b.usable)
+
+    def grouped_reasons(self, scope: str | None = None
+                        ) -> list[tuple[Reason, tuple[str, ...]]]:
+        """Every distinct reason of the unusable counter backends (of scope, if given),
+        once, with the names of the backends that have it, in order."""
+        names = COUNTER_BACKENDS if scope is None else scope_backends(scope)
+        grouped: dict[tuple[str, str], tuple[Reason, list[str]]] = {}
+        for b in self.backends:
+            if b.name not in names or b.usable:
+                continue
+            for r in b.reasons:
+                why = reasons.as_reason(r)
+                grouped.setdefault((why.code, str(why)), (why, []))[1].append(b.name)
+        return [(why, tuple(owners)) for why, owners in grouped.values()]
 
     def unusable_reasons(self) -> tuple[Reason, ...]:
         """Every reason of every unusable counter backend."""
         return tuple(r for b in self.backends if b.name in COUNTER_BACKENDS and not b.usable
                      for r in b.reasons)
 
-    def no_backend(self) -> Reason:
-        """Why measure() has no counter backend here."""
-        return reasons.NO_COUNTER_BACKEND.format(summary=self.unusable_summary())
+    def no_backend(self, scope: str = DEFAULT_SCOPE) -> Reason:
+        """Why measure(scope=scope) has no counter backend here; for the thread, whether
+        measure(scope="cpu") would count (the whole CPU)."""
+        reason = reasons.NO_COUNTER_BACKEND.format(scope=scope,
+                                                  summary=self.unusable_summary(scope))
+        cpu = self.best("cycles", "cpu") if scope == "thread" else None
+        if cpu is not None:
+            return reason.extended(reasons.CPU_SCOPE_HINT.format(backend=cpu.name),
+                                   'measure(scope="cpu") or read --scope cpu')
+        # The first remedy of the scope's backends, best first.
+        remedy = next((r.remedy for b in self.backends if b.name in scope_backends(scope)
+                       for r in b.reasons if getattr(r, "remedy", "")), "")
+        return reason.extended("", remedy)
 
     def to_dict(self) -> dict[str, object]:
         best = self.best("cycles")
@@ -151,6 +187,15 @@ class Report:
                         "reason": None if best else self.no_backend().to_dict()},
             "backends": [b.to_dict() for b in self.backends],
         }
+
+
+def scope_backends(scope: str) -> tuple[str, ...]:
+    """The backends of a measure() scope, best first (UsageError for an unknown one)."""
+    try:
+        return SCOPES[scope]
+    except KeyError:
+        raise UsageError(reasons.UNKNOWN_SCOPE.format(
+            scope=scope, choices=", ".join(SCOPES))) from None
 
 
 def _is_x86(cpu: CpuInfo) -> bool:

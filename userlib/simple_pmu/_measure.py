@@ -4,8 +4,13 @@
         work()
     print(m.cycles, m.instructions, m.time_ns)
 
-Backend: the best usable one from probe(), in this order (see probe.py):
-  driver      one RDPMC / mrs per counter; the thread is pinned inside the block, because
+Scope: what the counts cover. "thread" (the default, as perf stat): the calling thread
+only, wherever it runs, exact; measure(scope="cpu"): every task on the CPU, with the
+simple-pmu module's counters. Backend: the best usable one of the scope from probe()
+(see _probe.py), or the one named (measure("driver") means scope "cpu"):
+  perf-rdpmc  thread: perf self-monitoring; perf keeps per-task counts, no pinning
+  perf-read   thread: one read(2) of the {cycles, instructions} perf group at each end
+  driver      cpu: one RDPMC / mrs per counter; the thread is pinned inside the block, because
               the driver's counters are per CPU: to its CPU if probe() verified reads
               there, else to the first CPU where it did. The CPU's generation (sysfs
               cpuN/generation) is read before the first read and after the last, outside
@@ -15,9 +20,12 @@ Backend: the best usable one from probe(), in this order (see probe.py):
               bits for PMCCNTR_EL0 (index 31), the driver's event_width for an event
               counter; x86 CPUID leaf 0xA's fixed or general counter width, as the RDPMC
               operand the driver published names a fixed or a general counter
-  perf-rdpmc  perf self-monitoring; perf keeps per-task counts, no pinning
-  perf-read   one read(2) of the {cycles, instructions} perf group at each end
-  none        cycles and instructions are None and m.reason says why
+  none        cycles and instructions are None and m.reason says why (for the thread
+              scope, also whether scope "cpu" would count)
+Every result says which path it came from (m.backend) and whether its counts are
+exact (m.exact True: perf) or advisory (False: the driver on x86 and on arm64 before
+5.17, where perf may move a counter and the driver notices only at its next check; m.notes
+says so).
 What the counts cover is in the result: m.scope "cpu" (the driver: everything that ran
 on that CPU, every task) or "thread" (perf: this thread only), m.rings ("user",
 "kernel"; None where the driver does not say), and for perf m.running_ratio, the
@@ -29,6 +37,11 @@ With the driver, a read that faults (arm64: perf used the PMU on this CPU less t
 start of the block measure() then retries for up to 2 * recheck_ms + 0.1 s (then raises
 CounterUnavailable); at its end it leaves the counts None and says why in m.reason.
 If the module was unloaded since the probe, the default measure() probes again.
+Threads and fork: the probe's report is shared by the process; the counters are per
+thread. Each thread's first measure() opens that thread's own perf group (pid 0: it
+counts that thread only, wherever it runs; a thread started inside the block is not
+counted, as perf's events are not inherited), and a forked child drops the parent's and
+opens its own on first use (os.register_at_fork).
 time_ns is always CLOCK_MONOTONIC (time.perf_counter_ns) around the block. Counts
 include the few hundred instructions of the measurement itself: compare two sizes of
 the same work to cancel them (see known_loop).
@@ -38,25 +51,32 @@ from __future__ import annotations
 
 import functools
 import os
+import threading
 import time
+import weakref
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field, fields
+from pathlib import Path
 from typing import TypeVar
 
 from simple_pmu import perf, reasons, sysinfo
-from simple_pmu.errors import CounterFault, CounterUnavailable, UsageError
-from simple_pmu.native import native
-from simple_pmu.perf import GroupReading, PerfGroup, SelfMonitor
-from simple_pmu.probe import (
+from simple_pmu._extension import native
+from simple_pmu._probe import (
     COUNTER_BACKENDS,
     DEFAULT_RECHECK_MS,
+    DEFAULT_SCOPE,
     RETRY_MARGIN_S,
     RETRY_PAUSE_S,
+    SCOPES,
     Backend,
     Report,
     driver_rings,
     probe,
+    scope_backends,
 )
+from simple_pmu.errors import CounterFault, CounterUnavailable, UsageError
+from simple_pmu.perf import GroupReading, PerfGroup, SelfMonitor
+from simple_pmu.reasons import Reason, as_reason
 from simple_pmu.sysinfo import counter_width, read_int, x86_counter_width
 
 COUNTER_BITS = 64  # what a counter value is read as: deltas are modulo this at most
@@ -70,22 +90,34 @@ class Measurement:
     cycles: int | None = None
     instructions: int | None = None
     time_ns: int | None = None  # set when the block exits
-    reason: str = ""  # why cycles or instructions are None (a reasons.Reason: .code)
+    reason: Reason | None = None  # why cycles or instructions are None; None: both counted
     cpu: int | None = None  # the CPU the block was pinned to (driver backend)
     generation: int | None = None  # driver: the CPU's generation the counts belong to
     scope: str | None = None  # "cpu": every task on that CPU (driver); "thread": perf
     rings: tuple[str, ...] | None = None  # "user", "kernel"; None: not known
+    # True: the counts are exactly this block's (perf); False: advisory (the driver where a
+    # counter perf moves is noticed only at the driver's next check: x86, arm64 < 5.17);
+    # None: no counter backend
+    exact: bool | None = None
     time_enabled_ns: int | None = None  # perf: the group's times over the block
     time_running_ns: int | None = None
     running_ratio: float | None = None  # time_running / time_enabled; None: not perf
-    notes: tuple[str, ...] = ()  # e.g. the group was multiplexed
+    notes: tuple[Reason, ...] = ()  # e.g. the group was multiplexed
+
+    @property
+    def ok(self) -> bool:
+        """Both counts are there (the block has ended and neither count is None), so
+        reason is None."""
+        return self.reason is None and self.cycles is not None and self.instructions is not None
 
     def to_dict(self) -> dict[str, object]:
-        data = asdict(self)
-        data["reason"] = (reasons.as_reason(self.reason).to_dict() if self.reason
-                          else None)
-        data["notes"] = [reasons.as_reason(n).to_dict() for n in self.notes]
+        """JSON-ready values: every field, reason and notes as {"code", "text"} objects
+        (reason None when there is none), rings a list, and "ok"."""
+        data = {f.name: getattr(self, f.name) for f in fields(self)}
+        data["reason"] = None if self.reason is None else as_reason(self.reason).to_dict()
+        data["notes"] = [as_reason(n).to_dict() for n in self.notes]
         data["rings"] = None if self.rings is None else list(self.rings)
+        data["ok"] = self.ok
         return data
 
 
@@ -100,15 +132,19 @@ def wrap_delta(first: int, second: int, width: int = COUNTER_BITS) -> int:
     return ((second & mask) - (first & mask)) & mask
 
 
-@dataclass
+@dataclass(eq=False)
 class Reader:
-    """How one backend reads each counter; None for a counter it lacks."""
+    """How one backend reads each counter; None for a counter it lacks.
+
+    Bound to the thread that opened it (perf events count that thread) and to its
+    process; closed by close() or, at the latest, when it is garbage collected (e.g. the
+    thread that held it as its default reader ended)."""
 
     backend: str | None
     cycles: Callable[[], int] | None = None
     instructions: Callable[[], int] | None = None
     pin: bool = False
-    reason: str = ""
+    reason: Reason | None = None  # why a counter is missing (None: none is)
     widths: dict[str, int] = field(default_factory=dict)  # counter widths; 64 if absent
     cpus: tuple[int, ...] = ()  # pin: CPUs where probe() verified reads (empty: any)
     retry_s: float = 0.0  # how long a faulting first read is retried
@@ -118,7 +154,12 @@ class Reader:
     group: PerfGroup | None = None  # perf: read(2) gives both counts and the group's times
     scope: str | None = None  # see Measurement
     rings: tuple[str, ...] | None = None
+    exact: bool | None = None  # see Measurement
+    notes: tuple[reasons.Reason, ...] = ()  # e.g. advisory
     _close: list[Callable[[], None]] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self._finalizer = weakref.finalize(self, _run_all, self._close)
 
     def delta(self, counter: str, first: int, second: int) -> int:
         """second - first modulo the counter's width (64 bits unless widths says)."""
@@ -156,31 +197,52 @@ class Reader:
         return self.backend == "driver" and not sysinfo.SYSFS_DIR.is_dir()
 
     def close(self) -> None:
-        for close in self._close:
-            close()
-        self._close.clear()
+        self._finalizer()
 
 
-def open_reader(report: Report, backend: str | None = None) -> Reader:
-    """A Reader for the named backend, or the best usable one."""
-    if backend is None:
-        best = report.best("cycles")
-        if best is None:
-            return Reader(None, reason=report.no_backend())
-        backend = best.name
-    if backend not in COUNTER_BACKENDS:
+def _run_all(closers: list[Callable[[], None]]) -> None:
+    """Run and drop each closer (a Reader's finalizer: it must not refer to the Reader)."""
+    while closers:
+        closers.pop(0)()
+
+
+def resolve_scope(backend: str | None, scope: str | None) -> str:
+    """The scope a measurement counts: the one asked for, else the named backend's, else
+    the default ("thread"); UsageError if they disagree or either is unknown."""
+    if backend is not None and backend not in COUNTER_BACKENDS:
         raise UsageError(reasons.UNKNOWN_BACKEND.format(
             backend=backend, choices=", ".join(COUNTER_BACKENDS)))
+    has = next((name for name in SCOPES if backend in scope_backends(name)), None)
+    if scope is None:
+        return has or DEFAULT_SCOPE
+    scope_backends(scope)  # UsageError if unknown
+    if has is not None and has != scope:
+        raise UsageError(reasons.BACKEND_NOT_IN_SCOPE.format(backend=backend, has=has,
+                                                             scope=scope))
+    return scope
+
+
+def open_reader(report: Report, backend: str | None = None,
+                scope: str | None = None) -> Reader:
+    """A Reader for the named backend, or the best usable one of scope (default:
+    "thread"). Bound to the calling thread and process (see Reader)."""
+    scope = resolve_scope(backend, scope)
+    if backend is None:
+        best = report.best("cycles", scope)
+        if best is None:
+            return Reader(None, reason=report.no_backend(scope), scope=scope)
+        backend = best.name
     status = report.get(backend)
     if not status.usable:
-        raise _unavailable(backend, status.reason, status.reasons)
+        raise _unavailable(backend, str(status.reason or ""), status.reasons)
     assert native is not None
     # Only notes about a missing counter explain a None count (not e.g. a wait in probe).
     missing = "; ".join(n for n in status.notes if n.startswith("no instructions"))
-    missing_reason = reasons.as_reason(missing, reasons.PERF_NO_INSN.code) if missing else ""
+    missing_reason = as_reason(missing, reasons.PERF_NO_INSN.code) if missing else None
     if backend == "driver":
         return _driver_reader(report, status, missing_reason)
-    reader = Reader(backend, reason=missing_reason, scope=perf.SCOPE, rings=perf.RINGS)
+    reader = Reader(backend, reason=missing_reason, scope=perf.SCOPE, rings=perf.RINGS,
+                    exact=True)
     group = PerfGroup.open(status.counters, user_access=backend == "perf-rdpmc")
     reader.group = group
     reader._close.append(group.close)
@@ -201,13 +263,16 @@ def _unavailable(backend: str, text: str, why: tuple[str, ...] = ()) -> CounterU
                               first.code, why or (first,))
 
 
-def _driver_reader(report: Report, status: Backend, missing: str) -> Reader:
+def _driver_reader(report: Report, status: Backend, missing: Reason | None) -> Reader:
     assert native is not None
     recheck = status.facts.get("recheck_ms", DEFAULT_RECHECK_MS)
     recheck_ms = recheck if isinstance(recheck, int) else DEFAULT_RECHECK_MS
     reader = Reader("driver", native.driver_cycles, pin=True, reason=missing,
                     cpus=status.cpus, retry_s=2 * recheck_ms / 1000 + RETRY_MARGIN_S,
                     generation=native.driver_generation, scope="cpu", rings=status.rings)
+    reader.exact, why = driver_exactness(native.ARCH)
+    if not reader.exact:
+        reader.notes = (reasons.DRIVER_ADVISORY.format(why=why),)
     if "instructions" in status.counters:
         reader.instructions = native.driver_instructions
     if native.ARCH == "x86_64" and report.cpu.perfmon:
@@ -236,39 +301,90 @@ def _driver_reader(report: Report, status: Backend, missing: str) -> Reader:
     return reader
 
 
-_cache: dict[str, object] = {}
+# The probe's report is the machine's, shared by every thread of the process (and kept by
+# a forked child); readers are per thread: a perf event opened with pid 0 counts the
+# thread that opened it, and its mmap page is valid only in the process that mapped it.
+def driver_exactness(arch: str) -> tuple[bool, str]:
+    """Whether the driver's readings are exact here, and why not.
+
+    arm64 from 5.17 (perf_user_access exists): perf withdraws EL0 access whenever it
+    moves a counter, so a read across a move faults (guarded) or the CPU's generation
+    changes, and the measurement is discarded. x86, and arm64 before 5.17: a move is
+    seen only at the driver's next check (recheck_ms), so the readings are advisory."""
+    if arch == "aarch64" and Path(sysinfo.PERF_USER_ACCESS).exists():
+        return True, ""
+    if arch == "aarch64":
+        return False, "this arm64 kernel (before 5.17) lets a moved counter stay readable"
+    return False, "x86 RDPMC reads whatever counter the published operand names"
+
+
+_cache: dict[str, Report] = {}
+_probe_lock = threading.Lock()
+
+
+class _ThreadState(threading.local):
+    def __init__(self) -> None:  # runs in each thread on its first use
+        self.readers: dict[str, Reader] = {}  # scope -> this thread's default reader
+
+
+_local = _ThreadState()
+# Every open default reader of this process, whatever thread opened it: a forked child
+# drops them all (see _after_fork_in_child). A thread's reader that outlives its thread
+# is closed by its finalizer (see Reader.__post_init__).
+_readers: weakref.WeakSet[Reader] = weakref.WeakSet()
 
 
 def _default_report() -> Report:
-    report = _cache.get("report")
-    if not isinstance(report, Report):
-        report = _cache["report"] = probe()
-    return report
+    with _probe_lock:
+        report = _cache.get("report")
+        if not isinstance(report, Report):
+            report = _cache["report"] = probe()
+        return report
 
 
-def _driver_gone(report: Report) -> bool:
+def _driver_gone(report: Report, scope: str) -> bool:
     """The report would pick the driver, but its module was unloaded since."""
-    best = report.best("cycles")
+    best = report.best("cycles", scope)
     return best is not None and best.name == "driver" and not sysinfo.SYSFS_DIR.is_dir()
 
 
-def _default_reader() -> Reader:
-    reader = _cache.get("reader")
+def _default_reader(scope: str = DEFAULT_SCOPE) -> Reader:
+    """This thread's reader of the best backend of scope, opened on its first use in the
+    thread."""
+    reader = _local.readers.get(scope)
     # The module went away since the probe (cached reader or report): probe again.
-    if isinstance(reader, Reader) and reader.stale() or _driver_gone(_default_report()):
+    if reader is not None and reader.stale() or _driver_gone(_default_report(), scope):
         forget()
         reader = None
-    if not isinstance(reader, Reader):
-        reader = _cache["reader"] = open_reader(_default_report())
+    if reader is None:
+        reader = _local.readers[scope] = open_reader(_default_report(), scope=scope)
+        _readers.add(reader)
     return reader
 
 
 def forget() -> None:
-    """Drop the cached probe and reader: the next measure() probes again."""
-    reader = _cache.pop("reader", None)
-    if isinstance(reader, Reader):
+    """Drop the cached probe and this thread's readers: the next measure() probes again.
+    (Other threads' readers stay open until they next need to probe.)"""
+    readers, _local.readers = _local.readers, {}
+    for reader in readers.values():
+        _readers.discard(reader)
         reader.close()
-    _cache.pop("report", None)
+    with _probe_lock:
+        _cache.pop("report", None)
+
+
+def _after_fork_in_child() -> None:
+    """In a forked child: the parent's readers count the parent's threads and their mmap
+    pages are not mapped here (VM_DONTCOPY; the extension forgets them without munmap).
+    Close the child's copies of their descriptors; the child opens its own on first use."""
+    global _local
+    for reader in list(_readers):
+        reader.close()
+    _readers.clear()
+    _local = _ThreadState()
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 class PinnedCpu:
@@ -320,21 +436,28 @@ class measure:  # noqa: N801 - used as a function: with measure() as m
     """Measure the block; see the module docstring for how the backend is chosen.
 
     backend: "driver", "perf-rdpmc" or "perf-read" to insist on one (CounterUnavailable
-    if it cannot be used here); None for the best. The first call probes (~0.5 s; up to
-    2 * recheck_ms more with the module loaded, see probe.py).
+    if it cannot be used here); None for the best of the scope. scope: "thread" (the
+    default, unless backend is "driver") or "cpu". strict: raise CounterUnavailable
+    (with the reason's code) instead of giving a result without both counts: at the
+    start when the backend cannot count both, at the end when the counts were
+    discarded (not when an exception leaves the block). The first call probes (~0.5 s;
+    up to 2 * recheck_ms more with the module loaded, see _probe.py).
 
     A class, not a generator: the last reads are the first thing __exit__ does, so the
     code between the first and the last read is the same every time (exact counts).
     """
 
-    def __init__(self, backend: str | None = None) -> None:
+    def __init__(self, backend: str | None = None, *, scope: str | None = None,
+                 strict: bool = False) -> None:
+        self.scope = resolve_scope(backend, scope)  # UsageError now, not at the block
         self.backend = backend
+        self.strict = strict
         self.reader: Reader | None = None
 
     def __enter__(self) -> Measurement:
         backend = self.backend
         if backend is None:
-            reader = _default_reader()
+            reader = _default_reader(self.scope)
         else:
             report = _default_report()
             if backend == "driver" and not sysinfo.SYSFS_DIR.is_dir():
@@ -342,8 +465,14 @@ class measure:  # noqa: N801 - used as a function: with measure() as m
                 report = _default_report()
             reader = open_reader(report, backend)
         self.reader = reader
+        if self.strict and (reader.cycles is None or reader.instructions is None):
+            why = reader.reason or reasons.NO_INSN_COUNTER.format()
+            if self.backend is not None:
+                reader.close()
+            raise CounterUnavailable(why, why.code, (why,))
         self.result = result = Measurement(reader.backend, reason=reader.reason,
-                                           scope=reader.scope, rings=reader.rings)
+                                           scope=reader.scope, rings=reader.rings,
+                                           exact=reader.exact, notes=reader.notes)
         self.g0: GroupReading | None = None
         # The driver: all four reads in C, no Python object made between first and last.
         self.span = span = (native.DriverSpan(reader.instructions is not None)
@@ -381,16 +510,16 @@ class measure:  # noqa: N801 - used as a function: with measure() as m
             try:
                 span.stop()
             except CounterFault as err:
-                self._finish(reasons.as_reason(str(err), err.code), 0, 0)
+                self._finish(as_reason(str(err), err.code), 0, 0, strict=typ is None)
                 return
-            self._finish("", 0, 0)
+            self._finish(None, 0, 0, strict=typ is None)
             return
-        self._exit_python_reads()
+        self._exit_python_reads(strict=typ is None)
 
-    def _exit_python_reads(self) -> None:
+    def _exit_python_reads(self, strict: bool) -> None:
         reader = self.reader
         assert reader is not None
-        fault = ""
+        fault: Reason | None = None
         c1 = i1 = 0
         group, g1 = reader.group, None
         try:
@@ -403,10 +532,21 @@ class measure:  # noqa: N801 - used as a function: with measure() as m
                 if group is not None:
                     g1 = group.read()
         except CounterFault as err:  # access withdrawn during the block
-            fault = reasons.as_reason(str(err), err.code)
-        self._finish(fault, c1, i1, g1)
+            fault = as_reason(str(err), err.code)
+        self._finish(fault, c1, i1, g1, strict=strict)
 
-    def _finish(self, fault: str, c1: int, i1: int, g1: GroupReading | None = None) -> None:
+    def _finish(self, fault: Reason | None, c1: int, i1: int, g1: GroupReading | None = None,
+                *, strict: bool = False) -> None:
+        """The result from the last reads; strict (and no exception leaving the block):
+        CounterUnavailable if it has not both counts."""
+        self._result(fault, c1, i1, g1)
+        result = self.result
+        if strict and self.strict and not result.ok:
+            why = result.reason or reasons.NO_INSN_COUNTER.format()
+            raise CounterUnavailable(why, why.code, (why,))
+
+    def _result(self, fault: Reason | None, c1: int, i1: int,
+                g1: GroupReading | None = None) -> None:
         span, reader, result = self.span, self.reader, self.result
         assert reader is not None
         t1 = time.perf_counter_ns()

@@ -1,0 +1,310 @@
+// SPDX-License-Identifier: GPL-2.0-only
+/*
+ * page_check - cycles.h's perf mmap page reader against a page in memory.
+ *
+ *   page_check CASE    run one case: prints "ok CASE" or "FAIL CASE: ..."
+ *                      lines and exits 1 on any failure
+ *   page_check list    the case names, one a line
+ *
+ * The page is a struct perf_event_mmap_page in this program's memory; the
+ * counter read instruction is replaced by fake_read(), which returns the
+ * fake counter and can act as the kernel would meanwhile (rewrite the page
+ * and bump `lock`, as perf_event_update_userpage() does when it moves or
+ * stops the counter under a reader). Nothing here touches a PMU.
+ */
+#define _GNU_SOURCE 1
+#include <stdio.h>
+
+#include "cycles.h"
+
+static int failures;
+
+#define CHECK(name, cond, ...)						\
+	do {								\
+		if (!(cond)) {						\
+			printf("FAIL %s: ", name);			\
+			printf(__VA_ARGS__);				\
+			putchar('\n');					\
+			failures++;					\
+		}							\
+	} while (0)
+
+/* The fake hardware, and what the fake kernel does during a read. */
+struct fake {
+	struct perf_event_mmap_page *pc;
+	counter_t counter;		/* what the read instruction returns */
+	unsigned int reads;		/* times it was executed */
+	unsigned int last_hw;		/* its operand */
+	unsigned int moves;		/* reads left that race an update */
+	unsigned long long new_offset;	/* the update: offset and counter */
+	counter_t new_counter;
+};
+
+static counter_t fake_read(unsigned int hw, void *arg)
+{
+	struct fake *f = arg;
+	counter_t v = f->counter;
+
+	f->reads++;
+	f->last_hw = hw;
+	if (f->moves) {
+		/*
+		 * The kernel interrupts the reader after its read: it folds
+		 * the count into offset, reprograms the counter, bumps lock.
+		 */
+		f->moves--;
+		f->pc->lock++;
+		f->pc->offset = (long long)f->new_offset;
+		f->counter = f->new_counter;
+	}
+	return v;
+}
+
+static void page_init(struct perf_event_mmap_page *pc, unsigned int index,
+		      unsigned long long offset, unsigned int width)
+{
+	memset(pc, 0, sizeof(*pc));
+	pc->version = 0;
+	pc->lock = 2;
+	pc->index = index;
+	pc->offset = (long long)offset;
+	pc->cap_user_rdpmc = 1;
+	pc->pmc_width = (unsigned short)width;
+	pc->time_enabled = 1000;
+	pc->time_running = 1000;
+}
+
+/* offset + counter, the counter read with operand index - 1. */
+static void case_basic(const char *name)
+{
+	struct perf_event_mmap_page pc;
+	struct fake f = { &pc, 500, 0, 0, 0, 0, 0 };
+	struct cycles_reading r;
+
+	page_init(&pc, 3, 1000, 48);
+	memset(&r, 0, sizeof(r));
+	CHECK(name, cycles_read_page(&pc, fake_read, &f, &r) == 0, "not read");
+	CHECK(name, r.value == 1500, "value %llu, want 1500", r.value);
+	CHECK(name, f.reads == 1 && f.last_hw == 2,
+	      "%u reads of hw %u, want 1 of hw 2 (index - 1)", f.reads,
+	      f.last_hw);
+	CHECK(name, r.flags == (CYCLES_VALID | CYCLES_EXACT) &&
+	      r.path == CYCLES_PATH_PERF_MMAP, "flags %#x path %d", r.flags,
+	      r.path);
+}
+
+/*
+ * perf moves the counter between the reader's read of offset and of the
+ * counter (twice): the reader must retry until lock is unchanged and
+ * return the new offset + the new counter, never old offset + new counter
+ * or new offset + old counter.
+ */
+static void case_lock_changes(const char *name)
+{
+	struct perf_event_mmap_page pc;
+	struct fake f = { &pc, 700, 0, 0, 2, 5000, 30 };
+	struct cycles_page_value pv;
+
+	page_init(&pc, 1, 4000, 48);
+	CHECK(name, cycles_page_read(&pc, fake_read, &f, &pv) == 0, "not read");
+	CHECK(name, pv.value == 5030, "value %llu, want 5030 (offset 5000 + "
+	      "counter 30 after the move; 4700 or 5700 mix the two)", pv.value);
+	CHECK(name, pv.retries == 2 && f.reads == 3,
+	      "%u retries, %u reads; want 2, 3", pv.retries, f.reads);
+	CHECK(name, pv.seq == pc.lock, "seq %u, lock %u", pv.seq, pc.lock);
+}
+
+/* index 0: not on a counter; no read instruction, offset alone. */
+static void case_index_zero(const char *name)
+{
+	struct perf_event_mmap_page pc;
+	struct fake f = { &pc, 12345, 0, 0, 0, 0, 0 };
+	struct cycles_page_value pv;
+	struct cycles_reading r;
+
+	page_init(&pc, 0, 777, 48);
+	CHECK(name, cycles_page_read(&pc, fake_read, &f, &pv) == 1,
+	      "index 0 read as if on a counter");
+	CHECK(name, pv.value == 777 && pv.hw == CYCLES_HW_NONE,
+	      "value %llu hw %u, want offset 777 and no counter", pv.value,
+	      pv.hw);
+	CHECK(name, f.reads == 0, "the counter was read %u times", f.reads);
+	memset(&r, 0, sizeof(r));
+	CHECK(name, cycles_read_page(&pc, fake_read, &f, &r) == 1 &&
+	      !(r.flags & CYCLES_VALID), "a reading of index 0 is valid");
+	/* The same when perf grants no user reads (rdpmc 0, EL0 closed). */
+	page_init(&pc, 4, 777, 48);
+	pc.cap_user_rdpmc = 0;
+	CHECK(name, cycles_page_read(&pc, fake_read, &f, &pv) == 1 &&
+	      f.reads == 0, "read with cap_user_rdpmc 0");
+}
+
+/* The counter is pmc_width bits: sign-extend it, ignore bits above. */
+static void check_width(const char *name, unsigned int width)
+{
+	const counter_t mask = (1ULL << width) - 1;
+	static const struct {
+		long long value;	/* what the width-bit counter holds */
+		counter_t junk;		/* bits above the width */
+	} cases[] = {
+		{ -16, 0 },			/* perf starts counters negative */
+		{ -1, 0 },
+		{ 16, 0 },
+		{ 0, 0 },
+		{ -16, 0xabcd000000000000ULL },	/* not the counter's */
+	};
+	struct perf_event_mmap_page pc;
+	struct fake f;
+	struct cycles_page_value pv;
+	counter_t max = mask >> 1;	/* largest positive */
+	unsigned int i;
+
+	for (i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		page_init(&pc, 2, 1ULL << 50, width);
+		memset(&f, 0, sizeof(f));
+		f.pc = &pc;
+		f.counter = ((counter_t)cases[i].value & mask) |
+			    (cases[i].junk & ~mask);
+		cycles_page_read(&pc, fake_read, &f, &pv);
+		CHECK(name, pv.value == (1ULL << 50) + (counter_t)cases[i].value,
+		      "width %u: counter %#llx gave %#llx, want 2^50 %+lld",
+		      width, f.counter, pv.value, cases[i].value);
+	}
+	page_init(&pc, 2, 1ULL << 50, width);
+	memset(&f, 0, sizeof(f));
+	f.pc = &pc;
+	f.counter = max;
+	cycles_page_read(&pc, fake_read, &f, &pv);
+	CHECK(name, pv.value == (1ULL << 50) + max,
+	      "width %u: the largest positive %#llx gave %#llx", width, max,
+	      pv.value);
+}
+
+static void case_width_40(const char *name)
+{
+	check_width(name, 40);
+}
+
+static void case_width_48(const char *name)
+{
+	check_width(name, 48);
+}
+
+/* 64 bits wide (arm64 PMCCNTR): nothing to extend. */
+static void case_width_64(const char *name)
+{
+	struct perf_event_mmap_page pc;
+	struct fake f = { &pc, 0x8000000000000010ULL, 0, 0, 0, 0, 0 };
+	struct cycles_page_value pv;
+
+	page_init(&pc, 32, 0, 64);
+	cycles_page_read(&pc, fake_read, &f, &pv);
+	CHECK(name, pv.value == 0x8000000000000010ULL && f.last_hw == 31,
+	      "value %#llx hw %u", pv.value, f.last_hw);
+}
+
+/*
+ * time_running < time_enabled: the event was off its counter for a while
+ * (multiplexed). Valid, not exact, flagged, not scaled.
+ */
+static void case_multiplexed(const char *name)
+{
+	struct perf_event_mmap_page pc;
+	struct fake f = { &pc, 100, 0, 0, 0, 0, 0 };
+	struct cycles_reading r;
+
+	page_init(&pc, 1, 900, 48);
+	pc.time_enabled = 3000;
+	pc.time_running = 1000;
+	memset(&r, 0, sizeof(r));
+	CHECK(name, cycles_read_page(&pc, fake_read, &f, &r) == 0, "not read");
+	CHECK(name, r.flags == (CYCLES_VALID | CYCLES_MULTIPLEXED),
+	      "flags %#x, want VALID|MULTIPLEXED", r.flags);
+	CHECK(name, r.value == 1000 && r.time_enabled == 3000 &&
+	      r.time_running == 1000, "value %llu enabled %llu running %llu",
+	      r.value, r.time_enabled, r.time_running);
+	pc.time_running = 3000;
+	CHECK(name, cycles_read_page(&pc, fake_read, &f, &r) == 0 &&
+	      r.flags == (CYCLES_VALID | CYCLES_EXACT),
+	      "running == enabled: flags %#x, want VALID|EXACT", r.flags);
+}
+
+/* A window is valid only if no page's lock changed between its edges. */
+static void case_window(const char *name)
+{
+	struct perf_event_mmap_page cyc, ins;
+	struct cycles_window w;
+
+	page_init(&cyc, 32, 0, 64);
+	page_init(&ins, 3, 0, 32);
+	memset(&w, 0, sizeof(w));
+	w.path = CYCLES_PATH_PERF_MMAP;
+	w.pc[CYCLES_CORE] = &cyc;
+	w.pc[CYCLES_INSN] = &ins;
+	w.hw[CYCLES_REF] = CYCLES_HW_NONE;
+	cycles_window_page(&w, CYCLES_CORE);
+	cycles_window_page(&w, CYCLES_INSN);
+	CHECK(name, w.hw[CYCLES_CORE] == 31 && w.hw[CYCLES_INSN] == 2 &&
+	      w.width[CYCLES_INSN] == 32, "hw %u %u width %u",
+	      w.hw[CYCLES_CORE], w.hw[CYCLES_INSN], w.width[CYCLES_INSN]);
+	CHECK(name, cycles_window_end(&w) == (CYCLES_VALID | CYCLES_EXACT),
+	      "an undisturbed window is not valid");
+	CHECK(name, cycles_window_delta(&w, CYCLES_INSN, 0xfffffff0ULL, 0x10) ==
+	      0x20, "32-bit delta across the wrap: %#llx",
+	      cycles_window_delta(&w, CYCLES_INSN, 0xfffffff0ULL, 0x10));
+	ins.lock += 2;		/* perf moved the instructions counter */
+	CHECK(name, cycles_window_end(&w) == 0,
+	      "a window whose event moved is valid");
+	ins.lock -= 2;
+	cyc.lock++;		/* an update in progress at the end */
+	CHECK(name, cycles_window_end(&w) == 0,
+	      "a window ending inside an update is valid");
+	cyc.lock--;
+	/* Not on a counter at begin: no raw reads. */
+	ins.index = 0;
+	cycles_window_page(&w, CYCLES_INSN);
+	CHECK(name, w.hw[CYCLES_INSN] == CYCLES_HW_NONE &&
+	      cycles_window_read(&w, CYCLES_INSN) == 0,
+	      "index 0 at begin: hw %u", w.hw[CYCLES_INSN]);
+}
+
+static const struct {
+	const char *name;
+	void (*run)(const char *name);
+} cases[] = {
+	{ "basic", case_basic },
+	{ "lock_changes", case_lock_changes },
+	{ "index_zero", case_index_zero },
+	{ "width_40", case_width_40 },
+	{ "width_48", case_width_48 },
+	{ "width_64", case_width_64 },
+	{ "multiplexed", case_multiplexed },
+	{ "window", case_window },
+};
+
+int main(int argc, char **argv)
+{
+	unsigned int i;
+	int found = 0;
+
+	if (argc != 2) {
+		fprintf(stderr, "usage: page_check CASE | list\n");
+		return 2;
+	}
+	for (i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		if (!strcmp(argv[1], "list")) {
+			printf("%s\n", cases[i].name);
+			found = 1;
+		} else if (!strcmp(argv[1], cases[i].name)) {
+			cases[i].run(cases[i].name);
+			if (!failures)
+				printf("ok %s\n", cases[i].name);
+			found = 1;
+		}
+	}
+	if (!found) {
+		fprintf(stderr, "page_check: no case %s\n", argv[1]);
+		return 2;
+	}
+	return failures ? 1 : 0;
+}

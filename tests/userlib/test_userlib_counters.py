@@ -1,0 +1,84 @@
+"""The raw-read API: Counters().read() -> Sample; Sample - Sample -> Delta with the same
+path and exactness; samples that do not belong together give no counts and say why."""
+
+from __future__ import annotations
+
+import pickle
+import threading
+import time
+
+import pytest
+from test_userlib_driver_abi import (  # noqa: F401
+    CPUS,
+    arm64_cpu,
+    driver_measure,
+    fake,
+    fake_reads,
+    mods,
+)
+from test_userlib_threads import stand_in  # noqa: F401
+
+
+def test_samples_subtract_to_this_threads_delta(stand_in, simple_pmu):  # noqa: F811
+    with simple_pmu.Counters() as counters:
+        assert counters.backend == "perf-read"
+        t0 = time.thread_time_ns()
+        a = counters.read()
+        simple_pmu.known_loop(5_000_000)
+        b = counters.read()
+        cpu_ns = time.thread_time_ns() - t0
+    assert (a.backend, a.scope, a.exact) == ("perf-read", "thread", True)
+    assert a.cycles is not None and b.cycles > a.cycles
+    d = b - a
+    assert isinstance(d, simple_pmu.Delta) and d.ok and d.reason is None
+    assert (d.backend, d.scope, d.exact) == ("perf-read", "thread", True)
+    assert cpu_ns // 2 <= d.cycles <= cpu_ns + 2_000_000, (d.cycles, cpu_ns)
+    assert d.time_ns == b.time_ns - a.time_ns > 0 and d.running_ratio == 1.0
+    assert pickle.loads(pickle.dumps(d)) == d
+
+
+def test_misuse_is_a_usage_error(stand_in, simple_pmu):  # noqa: F811
+    first, second = simple_pmu.Counters(), simple_pmu.Counters()
+    try:
+        with pytest.raises(simple_pmu.UsageError) as info:
+            _ = second.read() - first.read()
+        assert info.value.code == "samples_unrelated"
+        errors = []
+
+        def other_thread():
+            try:
+                first.read()
+            except simple_pmu.UsageError as exc:
+                errors.append(exc.code)
+        thread = threading.Thread(target=other_thread)
+        thread.start()
+        thread.join()
+        assert errors == ["counters_other_thread"]
+    finally:
+        first.close()
+        second.close()
+    with pytest.raises(simple_pmu.UsageError) as info:
+        first.read()
+    assert info.value.code == "counters_closed"
+
+
+def test_no_backend_raises_with_the_reason(driver_measure, simple_pmu):  # noqa: F811
+    with pytest.raises(simple_pmu.CounterUnavailable) as info:
+        simple_pmu.Counters()
+    assert info.value.code == "no_counter_backend"
+
+
+def test_driver_samples(driver_measure, fake_reads, simple_pmu, monkeypatch):  # noqa: F811
+    """scope cpu: advisory (no perf_user_access on this host), pinned to a CPU; a
+    generation change between the samples discards the counts."""
+    generation = iter([10, 10, 11])
+    monkeypatch.setattr(simple_pmu.native, "driver_generation", lambda: next(generation))
+    with simple_pmu.Counters(scope="cpu") as counters:
+        a, b, c = counters.read(), counters.read(), counters.read()
+    assert (a.backend, a.scope, a.exact) == ("driver", "cpu", False) and a.cpu in CPUS
+    d = b - a
+    assert d.ok and d.exact is False and d.cycles > 0 and d.instructions > 0
+    moved = c - b
+    assert not moved.ok and moved.cycles is None and moved.instructions is None
+    assert moved.reason.code == "samples_moved"
+    assert "generation 10 -> cpu" in moved.reason
