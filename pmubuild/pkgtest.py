@@ -246,11 +246,11 @@ insmod /work/simple-pmu.ko || {{ echo "FAIL: boot: insmod of DKMS's module faile
 for s in {scripts}; do
     echo "--- $s"; sh "$s" || {{ echo "FAIL: boot: $s"; exit 1; }}
 done
-simple-pmu read --json | grep -q '"backend": "driver"' ||
-    {{ echo "FAIL: boot: simple-pmu read did not use the driver"; exit 1; }}
+simple-pmu read --scope cpu --json | grep -q '"backend": "driver"' ||
+    {{ echo "FAIL: boot: simple-pmu read --scope cpu did not use the driver"; exit 1; }}
 rmmod simple_pmu || {{ echo "FAIL: boot: rmmod"; exit 1; }}
 echo "PASS: boot: DKMS's module loads in $(uname -r): user reads on every CPU," \
-    "exact counts, simple-pmu read uses it, unloads, kernel log clean"
+    "exact counts, simple-pmu read --scope cpu uses it, unloads, kernel log clean"
 """
 
 BOOT_AMD64 = """\
