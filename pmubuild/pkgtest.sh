@@ -225,12 +225,14 @@ got=$(awk '$2 == "PASS" { print $1 }' /tmp/autopkgtest-out/summary | sort | tr '
 n=$(awk -v a="$KREL" -v b="$K2REL" '$1 == "I:" && $2 == "PASS" && ($NF == a || $NF == b)' \
 	/tmp/autopkgtest-out/dkms-stdout | wc -l)
 [ "$n" = 2 ] || { at_log; fail "autopkgtest: dkms: $n of 2 kernels passed"; }
+# The module test's Depends (the headers metapackage) may add the suite's current kernel.
+hk=$(ls -d /lib/modules/*/build | wc -l)
 m=$(grep -c "^PASS: .*installed by DKMS for" /tmp/autopkgtest-out/module-stdout) || true
-[ "$m" = 2 ] || { at_log; fail "autopkgtest: module: $m of 2 kernels checked"; }
+[ "$hk" -ge 2 ] && [ "$m" = "$hk" ] || { at_log; fail "autopkgtest: module: $m of $hk kernels checked"; }
 run_apt purge simple-pmu-dkms simple-pmu-dev python3-simple-pmu || fail "autopkgtest: purge exited $rc"
 left=$(leftovers) || fail "autopkgtest: find failed"
 [ -z "$left" ] || fail "autopkgtest: left after purge: $left"
-pass "autopkgtest: debian/tests ($want) PASS on this chroot as the testbed; dkms and module for $KREL and $K2REL"
+pass "autopkgtest: debian/tests ($want) PASS on this chroot as the testbed; dkms for $KREL and $K2REL, module for $hk kernels with headers"
 
 # --- broken-headers: headers whose kbuild tools are missing make the install fail
 # loudly, install no module, and dpkg can finish once the tools are back.
