@@ -142,7 +142,11 @@ def test_qemu(kernel: str, arch: str, timeout: float, jobs: int,
     for line in matrixrun.slowest(results):
         print(f"  {line}")
     print(f"test-qemu: {len(results)} kernel(s), wall time {time.monotonic() - start:.0f}s")
-    print(f"{passed} passed, {failed} failed" + (f", {skipped} skipped" if skipped else ""))
+    retried = [f"{r.suite}/{r.arch}: {why}" for r in results for why in r.retries]
+    for line in retried:
+        print(f"retried: {line}")
+    print(f"{passed} passed, {failed} failed" + (f", {skipped} skipped" if skipped else "")
+          + (f", {len(retried)} guest(s) booted again" if retried else ""))
     if skips is not None:
         skips.extend(matrixrun.skipped(results))
     return failed == 0

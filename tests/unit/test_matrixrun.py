@@ -137,6 +137,39 @@ def test_panic_after_done_fails_the_kernel():
     assert not r.ok and "although the run reached its end" in r.error
 
 
+EARLY_OOPS = ("[    1.4] Oops: int3: 0000 [#1] SMP NOPTI\n"
+              "[    1.5] Kernel panic - not syncing: Fatal exception in interrupt\n")
+
+
+def test_a_crash_before_the_init_boots_once_more_and_says_so(capsys):
+    boots = []
+
+    def says(s, a, p, names):
+        boots.append(p)
+        return EARLY_OOPS if len(boots) == 1 else console_of(names)
+    fake = FakeSteps(says)
+    r = matrixrun.run_combo(object(), *combo("sid", "amd64"), 600, 50, fake.steps())
+    assert r.ok and len(boots) == 2
+    assert r.retries == ["main guest: booted again: the kernel crashed before the guest's "
+                         "init ([    1.4] Oops: int3: 0000 [#1] SMP NOPTI)"]
+    assert any(" NOTE main guest: booted again" in ln for ln in matrixrun.report([r]))
+
+
+def test_a_crash_before_the_init_twice_fails_the_kernel():
+    fake = FakeSteps(lambda s, a, p, names: EARLY_OOPS)
+    r = matrixrun.run_combo(object(), *combo("sid", "amd64"), 600, 50, fake.steps())
+    assert not r.ok and "guest kernel panicked or oopsed" in r.error
+    assert len(fake.boots) == 2
+
+
+def test_a_crash_after_the_init_started_is_never_booted_again():
+    def says(s, a, p, names):
+        return console_of(names).replace("@@SPMU DMESG-BEGIN", EARLY_OOPS + "@@SPMU DMESG-BEGIN")
+    fake = FakeSteps(says)
+    r = matrixrun.run_combo(object(), *combo("sid", "amd64"), 600, 50, fake.steps())
+    assert not r.ok and not r.retries and len(fake.boots) == 1
+
+
 def test_prepare_failure_is_the_kernels_error():
     fake = FakeSteps(prepare_error={("sid", "amd64"): "build for 7.0.0-1 failed: boom"})
     r = matrixrun.run_combo(object(), *combo("sid", "amd64"), 600, 50, fake.steps())
