@@ -26,10 +26,16 @@ run_apt() {
 
 # Every file of ours anywhere in the chroot (dpkg's own or made by a maintainer script,
 # /run and /var/lib included); not the test's own /srv, /tmp, or the bind-mounted
-# directories (other filesystems: -xdev).
-leftovers() {
+# directories (other filesystems: -xdev). What matched before the first install is not
+# ours: a bind mount's mount point (a checkout cloned as .../simple-pmu) is.
+ours() {
 	find / -xdev \( -path /proc -o -path /sys -o -path /dev -o -path /srv -o -path /tmp \) \
-		-prune -o \( -name '*simple-pmu*' -o -name '*simple_pmu*' \) -print
+		-prune -o \( -name '*simple-pmu*' -o -name '*simple_pmu*' \) -print > /tmp/ours.raw &&
+		sort /tmp/ours.raw
+}
+leftovers() {
+	ours > /tmp/ours.now || return 1
+	comm -13 /tmp/ours.before /tmp/ours.now
 }
 
 no_dkms_entry() { # STAGE
@@ -59,6 +65,7 @@ dkms_log() { # VERSION: DKMS's make.log of the last build, without kbuild's per-
 
 # --- setup: the suite's archive and security updates (where the harness's kernel may
 # come from), the local repository, and the headers of the kernel the harness boots.
+ours > /tmp/ours.before || fail "setup: find failed"
 printf '%s' "$SOURCES" > /etc/apt/sources.list
 # trixie's and sid's headers pull in the kernel image: no initramfs is ever booted from
 # this chroot, and generating one per kernel is most of the CPU such an install costs.
