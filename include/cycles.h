@@ -1606,6 +1606,7 @@ static CYCLES_INLINE counter_t unhalted_ref(void)
  */
 struct cycles_window {
 	int path;
+	int begun;			/* begin succeeded: end may be valid */
 	int guarded;			/* module path: the guard is on */
 	int cpu;			/* module path */
 	unsigned long generation;	/* module path */
@@ -1636,6 +1637,32 @@ static inline void cycles_window_page(struct cycles_window *w, int i)
 }
 
 /*
+ * Sample every mapped page of a perf-path window (w->pc[]); mark it begun
+ * only if each one is on a counter this thread may read now and there is
+ * a cycles page. 0, or -1 (the window is invalid: its end says 0).
+ */
+static inline int cycles_window_pages(struct cycles_window *w)
+{
+	int i;
+
+	w->begun = 0;
+	for (i = 0; i < CYCLES_NR_COUNTERS; i++) {
+		if (!w->pc[i]) {
+			w->hw[i] = CYCLES_HW_NONE;
+			continue;
+		}
+		cycles_window_page(w, i);
+		/* Not on a counter now: nothing to read raw. */
+		if (w->hw[i] == CYCLES_HW_NONE)
+			return -1;
+	}
+	if (!w->pc[CYCLES_CORE])
+		return -1;
+	w->begun = 1;
+	return 0;
+}
+
+/*
  * Begin a window: resolve the path, the counters and their sequence. 0 if
  * reads can be made in it (cycles_window_read()), -1 if this thread's path
  * offers none (perf read(2), nothing at all) or cycles is not on a counter
@@ -1652,18 +1679,12 @@ static inline int cycles_window_begin(struct cycles_window *w)
 	for (i = 0; i < CYCLES_NR_COUNTERS; i++)
 		w->hw[i] = CYCLES_HW_NONE;
 	if (t->path == CYCLES_PATH_PERF_MMAP) {
-		/* An event not on a counter now: nothing to read raw. */
 		for (i = 0; i < CYCLES_NR_COUNTERS; i++) {
 			w->pc[i] = t->pc[i];
 			if (!w->pc[i] && t->fd[i] >= 0)
 				return -1;	/* open but not mapped */
-			if (!w->pc[i])
-				continue;
-			cycles_window_page(w, i);
-			if (w->hw[i] == CYCLES_HW_NONE)
-				return -1;
 		}
-		return w->pc[CYCLES_CORE] ? 0 : -1;
+		return cycles_window_pages(w);
 	}
 	if (t->path != CYCLES_PATH_MODULE)
 		return -1;
@@ -1688,6 +1709,7 @@ static inline int cycles_window_begin(struct cycles_window *w)
 		return -1;
 	cycles_guard_begin(t);
 	w->guarded = 1;
+	w->begun = 1;
 	return 0;
 }
 
@@ -1715,9 +1737,11 @@ static inline counter_t cycles_window_delta(const struct cycles_window *w,
 }
 
 /*
- * End a window (once): 0 if it is invalid or was not begun (discard what
- * was read in it), else CYCLES_VALID, with CYCLES_EXACT where the path is
- * exact.
+ * End a window (once): 0 if it is invalid or its begin failed (discard
+ * what was read in it), else CYCLES_VALID, with CYCLES_EXACT where the
+ * path is exact. A counter the window has none of (w->hw[which] ==
+ * CYCLES_HW_NONE, e.g. no reference cycles) reads 0 in a valid window:
+ * check w->hw[which] before using its delta.
  */
 static inline unsigned int cycles_window_end(struct cycles_window *w)
 {
@@ -1725,6 +1749,15 @@ static inline unsigned int cycles_window_end(struct cycles_window *w)
 	int i, faulted;
 
 	cycles_barrier();
+	if (w->guarded) {
+		w->guarded = 0;
+		faulted = cycles_guard_end(t);
+	} else {
+		faulted = 0;
+	}
+	/* A window whose begin failed read nothing: never valid. */
+	if (!w->begun)
+		return 0;
 	if (w->path == CYCLES_PATH_PERF_MMAP) {
 		for (i = 0; i < CYCLES_NR_COUNTERS; i++)
 			if (w->pc[i] &&
@@ -1733,10 +1766,9 @@ static inline unsigned int cycles_window_end(struct cycles_window *w)
 				return 0;
 		return CYCLES_VALID | CYCLES_EXACT;
 	}
-	if (!w->guarded)
+	if (w->path != CYCLES_PATH_MODULE)
 		return 0;
-	w->guarded = 0;
-	faulted = cycles_guard_end(t);
+	w->begun = 0;		/* the guard is off: a second end says 0 */
 	if (faulted || sched_getcpu() != w->cpu ||
 	    cycles_cpu_generation(w->cpu) != w->generation)
 		return 0;

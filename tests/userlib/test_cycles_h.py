@@ -563,7 +563,7 @@ def test_x86_unplaced_cpu_reads_nothing(x86):
 
 def page_cases() -> list[str]:
     return ["basic", "lock_changes", "index_zero", "width_40", "width_48", "width_64",
-            "multiplexed", "window"]
+            "multiplexed", "window", "window_begin_failed"]
 
 
 @pytest.fixture(scope="module", params=[NATIVE_CC, CROSS_CC], ids=["native", "arm64"])

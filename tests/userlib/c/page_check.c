@@ -241,9 +241,8 @@ static void case_window(const char *name)
 	w.path = CYCLES_PATH_PERF_MMAP;
 	w.pc[CYCLES_CORE] = &cyc;
 	w.pc[CYCLES_INSN] = &ins;
-	w.hw[CYCLES_REF] = CYCLES_HW_NONE;
-	cycles_window_page(&w, CYCLES_CORE);
-	cycles_window_page(&w, CYCLES_INSN);
+	CHECK(name, cycles_window_end(&w) == 0, "a window never begun is valid");
+	CHECK(name, cycles_window_pages(&w) == 0, "begin failed");
 	CHECK(name, w.hw[CYCLES_CORE] == 31 && w.hw[CYCLES_INSN] == 2 &&
 	      w.width[CYCLES_INSN] == 32, "hw %u %u width %u",
 	      w.hw[CYCLES_CORE], w.hw[CYCLES_INSN], w.width[CYCLES_INSN]);
@@ -268,6 +267,38 @@ static void case_window(const char *name)
 	      "index 0 at begin: hw %u", w.hw[CYCLES_INSN]);
 }
 
+/*
+ * A window whose begin failed (an event not on a counter this thread may
+ * read) is invalid at its end, even with every `lock` unchanged.
+ */
+static void case_window_begin_failed(const char *name)
+{
+	struct perf_event_mmap_page cyc, ins;
+	struct cycles_window w;
+
+	page_init(&cyc, 32, 0, 64);
+	page_init(&ins, 0, 0, 32);	/* instructions: not on a counter */
+	memset(&w, 0, sizeof(w));
+	w.path = CYCLES_PATH_PERF_MMAP;
+	w.pc[CYCLES_CORE] = &cyc;
+	w.pc[CYCLES_INSN] = &ins;
+	CHECK(name, cycles_window_pages(&w) == -1, "index 0: begin succeeded");
+	CHECK(name, cycles_window_end(&w) == 0,
+	      "begin failed (index 0), end valid: %#x", cycles_window_end(&w));
+	page_init(&ins, 3, 0, 32);
+	ins.cap_user_rdpmc = 0;		/* user reads off */
+	CHECK(name, cycles_window_pages(&w) == -1, "cap 0: begin succeeded");
+	CHECK(name, cycles_window_end(&w) == 0,
+	      "begin failed (cap_user_rdpmc 0), end valid: %#x",
+	      cycles_window_end(&w));
+	memset(&w, 0, sizeof(w));
+	w.path = CYCLES_PATH_PERF_MMAP;
+	w.pc[CYCLES_INSN] = &ins;	/* no cycles page */
+	ins.cap_user_rdpmc = 1;
+	CHECK(name, cycles_window_pages(&w) == -1, "no cycles: begin succeeded");
+	CHECK(name, cycles_window_end(&w) == 0, "no cycles page, end valid");
+}
+
 static const struct {
 	const char *name;
 	void (*run)(const char *name);
@@ -280,6 +311,7 @@ static const struct {
 	{ "width_64", case_width_64 },
 	{ "multiplexed", case_multiplexed },
 	{ "window", case_window },
+	{ "window_begin_failed", case_window_begin_failed },
 };
 
 int main(int argc, char **argv)
