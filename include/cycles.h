@@ -41,8 +41,10 @@
  *       arm64 before 5.17: perf may move the driver's event to another
  *       counter at any time and the driver sees it only at its next check,
  *       so a difference may mix two counters with nothing said. On arm64
- *       >= 5.17 a move revokes user access, so a read is exact or faults;
- *       the fault is caught (below) and the reading is invalid.
+ *       >= 5.17 a move revokes user access, so a read faults (caught,
+ *       below: the reading is invalid) rather than read a moved counter;
+ *       there only a pinned window (below) is CYCLES_EXACT, a single
+ *       reading never (its cached index is not checked around it).
  *
  * Every reading says where it came from and what it is worth:
  *
@@ -50,7 +52,7 @@
  *   cycles_read(CYCLES_CORE, &r);   // CYCLES_CORE, CYCLES_INSN, CYCLES_REF
  *   r.value, r.path, r.flags: CYCLES_VALID (a value was read),
  *   CYCLES_EXACT (perf: on a counter the whole time the event was enabled;
- *   module: arm64 >= 5.17), CYCLES_MULTIPLEXED (perf: time_running <
+ *   module: never for a single reading), CYCLES_MULTIPLEXED (perf: time_running <
  *   time_enabled, so the count misses what the thread did while the event
  *   was off its counter; not scaled: r.time_enabled and r.time_running let
  *   the caller estimate), CYCLES_FAULTED (the read faulted and was caught).
@@ -71,11 +73,14 @@
  *			n = cycles_window_delta(&w, CYCLES_INSN, a, b);
  *	}
  *
- * cycles_window_end() returns 0 (invalid: discard the window) when perf's
- * `lock` of any event changed (it was moved, stopped, multiplexed,
- * rescheduled: the raw values belong to different counter states) or, on
- * the module path, when this CPU or its generation changed or a read
- * faulted; else CYCLES_VALID, with CYCLES_EXACT on the exact paths. Reads
+ * cycles_window_end() returns 0 (invalid: discard the window) when its
+ * begin failed, when perf's `lock` of any event changed (it was moved,
+ * stopped, multiplexed, rescheduled: the raw values belong to different
+ * counter states) or, on the module path, when this CPU or its generation
+ * differs at the end from the begin (both taken on one CPU) or a read
+ * faulted; else CYCLES_VALID, with CYCLES_EXACT on the perf path and on
+ * the module path only for a pinned window on arm64 >= 5.17 (a move to
+ * another CPU and back inside an unpinned window is not seen). Reads
  * inside a window are raw counter values: take differences with
  * cycles_window_delta() (modulo the counter's width).
  *
@@ -1485,7 +1490,12 @@ static inline int cycles_module_read(struct cycles_thread *t, int which,
 		r->flags = CYCLES_FAULTED;
 		return -1;
 	}
-	r->flags = CYCLES_VALID | (t->module_exact ? CYCLES_EXACT : 0);
+	/*
+	 * Never exact: the cached index is not checked against the
+	 * generation around a single read (that would cost sysfs reads
+	 * each time), so it may be stale. Exactness needs a window.
+	 */
+	r->flags = CYCLES_VALID;
 	return 0;
 }
 
@@ -1608,6 +1618,7 @@ struct cycles_window {
 	int path;
 	int begun;			/* begin succeeded: end may be valid */
 	int guarded;			/* module path: the guard is on */
+	int pinned;			/* module path: affinity is one CPU */
 	int cpu;			/* module path */
 	unsigned long generation;	/* module path */
 	unsigned int hw[CYCLES_NR_COUNTERS];	/* CYCLES_HW_NONE: no read */
@@ -1666,12 +1677,16 @@ static inline int cycles_window_pages(struct cycles_window *w)
  * Begin a window: resolve the path, the counters and their sequence. 0 if
  * reads can be made in it (cycles_window_read()), -1 if this thread's path
  * offers none (perf read(2), nothing at all) or cycles is not on a counter
- * now. Pin the thread on the module path (pin_cpu()).
+ * now. Pin the thread on the module path (pin_cpu()): an unpinned module
+ * window is never CYCLES_EXACT, since a move to another CPU and back
+ * between its edges cannot be seen (a move that stays is: its end says 0).
  */
 static inline int cycles_window_begin(struct cycles_window *w)
 {
 	struct cycles_thread *t = cycles_thread();
-	int i, idx;
+	struct cycles_state *st;
+	cpu_set_t set;
+	int i, idx, tries;
 
 	memset(w, 0, sizeof(*w));
 	w->path = t->path;
@@ -1688,15 +1703,35 @@ static inline int cycles_window_begin(struct cycles_window *w)
 	}
 	if (t->path != CYCLES_PATH_MODULE)
 		return -1;
-	w->generation = cycles_generation();	/* brings the cache up to date */
-	w->cpu = sched_getcpu();
-	for (i = 0; i < CYCLES_NR_COUNTERS; i++) {
-		idx = cycles_module_index(i);
-		if (idx >= 0) {
-			w->hw[i] = (unsigned int)idx;
+	/*
+	 * The CPU, its generation and its indices, all of one CPU: taken
+	 * again if the thread moved meanwhile. A move and back between
+	 * begin and end cannot be seen here; only a pinned window can be
+	 * exact (below).
+	 */
+	st = cycles_loaded_state();
+	for (tries = 0;; tries++) {
+		w->cpu = sched_getcpu();
+		if (tries == CYCLES_READ_TRIES || w->cpu < 0)
+			return -1;
+		pthread_mutex_lock(&cycles_module_lock);
+		w->generation = cycles_generation_locked(w->cpu);
+		for (i = 0; i < CYCLES_NR_COUNTERS; i++) {
+			idx = CYCLES_IDX_NONE;
+			if (w->cpu < st->nr_cpus)
+				idx = i == CYCLES_CORE ? st->cpu[w->cpu].cycle :
+				      i == CYCLES_INSN ? st->cpu[w->cpu].insn :
+				      st->cpu[w->cpu].ref;
+			w->hw[i] = idx >= 0 ? (unsigned int)idx :
+				   CYCLES_HW_NONE;
 			w->width[i] = 64;
 		}
+		pthread_mutex_unlock(&cycles_module_lock);
+		if (sched_getcpu() == w->cpu)
+			break;
 	}
+	w->pinned = sched_getaffinity(0, sizeof(set), &set) == 0 &&
+		    CPU_COUNT(&set) == 1;
 #if defined(__aarch64__)
 	if (w->hw[CYCLES_INSN] != CYCLES_HW_NONE &&
 	    w->hw[CYCLES_INSN] != CYCLES_CYCLE_COUNTER) {
@@ -1772,7 +1807,8 @@ static inline unsigned int cycles_window_end(struct cycles_window *w)
 	if (faulted || sched_getcpu() != w->cpu ||
 	    cycles_cpu_generation(w->cpu) != w->generation)
 		return 0;
-	return CYCLES_VALID | (t->module_exact ? CYCLES_EXACT : 0);
+	/* Unpinned, a move to another CPU and back would go unseen. */
+	return CYCLES_VALID | (t->module_exact && w->pinned ? CYCLES_EXACT : 0);
 }
 
 /*

@@ -611,3 +611,45 @@ def test_guard_window_fault_is_invalid_not_fatal(lookup):
         pytest.skip(f"the counter read works here ({got}): no fault to catch")
     assert got == {"begin": "0", "reads": "0,0", "own": "1", "end": "0", "restored": "1"}
     assert run.ask("window") == "begin=0 reads=0,0 own=1 end=0 restored=1"  # again
+
+
+# --- Module-path exactness: only what was checked is claimed ------------------------
+
+def module_exact_here(arm64: bool) -> bool:
+    """cycles_module_exact() as the program sees it: arm64 on Linux >= 5.17 (qemu-user
+    reports this host's release)."""
+    major, minor = (int(x) for x in os.uname().release.split(".")[:2])
+    return arm64 and (major, minor) >= (5, 17)
+
+
+def test_module_window_edges(lookup):
+    """A module window with nothing read in it: begin takes the CPU, its generation and
+    its indices together; pinned it ends valid (exact where module reads can be); not
+    pinned it is never exact, since a move to another CPU and back would go unseen."""
+    start, fake, arm64 = lookup
+    run = start()
+    cpu = CPUS[0]
+    assert run.ask(f"pin {cpu}") == "ok"
+    got = run.pairs("emptywin")
+    want = 1 | (2 if module_exact_here(arm64) else 0)  # CYCLES_VALID | CYCLES_EXACT
+    assert got == {"begin": 0, "end": want, "cpu": cpu, "gen": fake.generation(cpu)}
+    if len(CPUS) < 2:
+        return
+    assert run.ask("unpin") == "ok"
+    got = run.pairs("emptywin")
+    assert got["begin"] == 0, got
+    assert got["end"] in (0, 1), got  # valid, or moved meanwhile: never exact
+    assert got["gen"] == fake.generation(got["cpu"])
+
+
+def test_module_single_read_never_exact(lookup):
+    """A single module-path reading is not checked against the generation (the cached
+    index may be stale): valid at best, never CYCLES_EXACT."""
+    start, _, arm64 = lookup
+    run = start()
+    assert run.ask(f"pin {CPUS[0]}") == "ok"
+    answer = run.ask("read core")
+    if not answer.startswith("value="):
+        pytest.skip(f"the counter read faults here ({answer}): no flags to see")
+    flags = int(answer.split("flags=")[1])
+    assert flags == 1, answer  # CYCLES_VALID alone
