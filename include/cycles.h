@@ -1577,11 +1577,17 @@ static CYCLES_INLINE int cycles_read(int which, struct cycles_reading *r)
 }
 
 /* The value of a reading of @which, 0 if it is not valid. */
+/*
+ * The 2011 names were bare instructions: they leave errno as it was, also
+ * when the first call of a thread makes setup system calls that fail.
+ */
 static CYCLES_INLINE counter_t cycles_value(int which)
 {
 	struct cycles_reading r;
+	int saved = errno;
 
 	cycles_read(which, &r);
+	errno = saved;
 	return r.value;
 }
 
@@ -2031,15 +2037,19 @@ static inline const char *cycles_path_note(void)
  */
 static inline int perfmon_available(void)
 {
+	int saved = errno;	/* as cycles_value() */
 	struct cycles_thread *t = cycles_thread();
-	int v;
+	int v = 0;
 
 	cycles_thread_recheck(t);
-	if (t->path == CYCLES_PATH_NONE ||
-	    (t->path == CYCLES_PATH_MODULE && cycles_module_reason()))
-		return 0;
-	v = cycles_perfmon_version();
-	return v > 0 ? v : 1;
+	if (t->path != CYCLES_PATH_NONE &&
+	    (t->path != CYCLES_PATH_MODULE || !cycles_module_reason())) {
+		v = cycles_perfmon_version();
+		if (v <= 0)
+			v = 1;
+	}
+	errno = saved;
+	return v;
 }
 
 /*
