@@ -973,6 +973,21 @@ static inline unsigned long long cycles_timer_frequency(void)
 
 typedef counter_t (*cycles_hw_read_fn)(unsigned int hw, void *arg);
 
+/*
+ * A counter this header has a read instruction for. perf may publish
+ * others (arm64 >= 6.x: index 33, the instruction counter; x86: bit 29,
+ * metrics): those readings come from read(2), never from a read that
+ * would yield a made-up 0.
+ */
+static CYCLES_INLINE int cycles_hw_known(unsigned int hw)
+{
+#if defined(__x86_64__)
+	return hw < 32 || (hw & ~31U) == (1U << 30);	/* general, fixed */
+#else
+	return hw <= 31;	/* PMEVCNTR0..30_EL0, PMCCNTR_EL0 */
+#endif
+}
+
 struct cycles_page_value {
 	counter_t value;		/* offset + the sign-extended counter */
 	unsigned long long time_enabled;
@@ -996,8 +1011,11 @@ static CYCLES_INLINE long long cycles_sign_extend(counter_t v,
 
 /*
  * Read one event's count from its mmap page @pc, the counter through
- * @rd(hw, @arg). 0: out->value is the count now. 1: `index` is 0 or user
- * reads are off (cap_user_rdpmc 0): the event is not on a counter this
+ * @rd(hw, @arg). 0: out->value is the count now. 1: `index` is 0, names
+ * a counter this header cannot read, or user reads are off
+ * (cap_user_rdpmc 0, checked inside the `lock` loop, before `index` is
+ * used: the kernel clears it when root turns user reads off, and the
+ * read instruction would fault): the event is not on a counter this
  * thread may read, out->value is `offset` alone (the count when the event
  * last stopped; read(2) gives the count now).
  */
@@ -1017,7 +1035,7 @@ static CYCLES_INLINE int cycles_page_read(const volatile struct perf_event_mmap_
 		running = pc->time_running;
 		idx = pc->index;
 		count = (unsigned long long)pc->offset;
-		user = pc->cap_user_rdpmc && idx;
+		user = pc->cap_user_rdpmc && idx && cycles_hw_known(idx - 1);
 		if (user) {
 			width = pc->pmc_width;
 			count += (counter_t)cycles_sign_extend(rd(idx - 1, arg),
@@ -1644,7 +1662,7 @@ static inline void cycles_window_page(struct cycles_window *w, int i)
 		seq = pc->lock;
 		cycles_barrier();
 		idx = pc->index;
-		user = pc->cap_user_rdpmc && idx;
+		user = pc->cap_user_rdpmc && idx && cycles_hw_known(idx - 1);
 		width = pc->pmc_width;
 		cycles_barrier();
 	} while (pc->lock != seq);

@@ -139,6 +139,39 @@ static void case_index_zero(const char *name)
 	      f.reads == 0, "read with cap_user_rdpmc 0");
 }
 
+/*
+ * An index naming a counter the header has no read instruction for (arm64
+ * >= 6.x: 33, the instruction counter; x86: bit 29, metrics): no read, and
+ * the caller is told to use read(2), as for index 0.
+ */
+static void case_index_unknown(const char *name)
+{
+#if defined(__x86_64__)
+	const unsigned int unknown = (1U << 29) + 1;
+#else
+	const unsigned int unknown = 33;
+#endif
+	struct perf_event_mmap_page pc;
+	struct fake f = { &pc, 12345, 0, 0, 0, 0, 0 };
+	struct cycles_page_value pv;
+	struct cycles_reading r;
+	struct cycles_window w;
+
+	page_init(&pc, unknown, 777, 64);
+	CHECK(name, cycles_page_read(&pc, fake_read, &f, &pv) == 1 &&
+	      pv.hw == CYCLES_HW_NONE, "index %u read as a counter", unknown);
+	CHECK(name, f.reads == 0, "the counter was read %u times", f.reads);
+	memset(&r, 0, sizeof(r));
+	CHECK(name, cycles_read_page(&pc, fake_read, &f, &r) == 1 &&
+	      !(r.flags & CYCLES_VALID), "a reading of index %u is valid: %#x",
+	      unknown, r.flags);
+	memset(&w, 0, sizeof(w));
+	w.path = CYCLES_PATH_PERF_MMAP;
+	w.pc[CYCLES_CORE] = &pc;
+	CHECK(name, cycles_window_pages(&w) == -1 && cycles_window_end(&w) == 0,
+	      "a window on index %u is valid", unknown);
+}
+
 /* The counter is pmc_width bits: sign-extend it, ignore bits above. */
 static void check_width(const char *name, unsigned int width)
 {
@@ -306,6 +339,7 @@ static const struct {
 	{ "basic", case_basic },
 	{ "lock_changes", case_lock_changes },
 	{ "index_zero", case_index_zero },
+	{ "index_unknown", case_index_unknown },
 	{ "width_40", case_width_40 },
 	{ "width_48", case_width_48 },
 	{ "width_64", case_width_64 },
