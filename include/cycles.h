@@ -1184,6 +1184,45 @@ static inline int cycles_perf_open(unsigned long long config, int group)
 }
 
 /*
+ * kernel.perf_user_access on arm64: 1, 0, or -1 if it cannot be read
+ * (before 5.17 there is none). Unused on x86.
+ */
+static inline int cycles_arm64_access(void)
+{
+#if defined(__aarch64__)
+	char buf[16];
+
+	if (cycles_read_file("/proc/sys/kernel/perf_user_access", buf,
+			     sizeof(buf)) <= 0)
+		return -1;
+	return buf[0] == '1' && !buf[1];
+#else
+	return -1;
+#endif
+}
+
+/*
+ * Whether an event's page grants this thread user reads, for choosing the
+ * path once: from the capability, not from the momentary `index` (0 also
+ * when the event is not scheduled right now; then that one read goes to
+ * read(2)). x86: cap_user_rdpmc follows the rdpmc attribute. arm64: it is
+ * 1 for any event that asked (config1 bit 1) even when perf_user_access is
+ * 0 (index then stays 0), so the sysctl decides; unreadable: the index.
+ */
+static inline int cycles_page_user_read(const volatile struct perf_event_mmap_page *pc,
+					int arm64_access)
+{
+	if (!pc->cap_user_rdpmc)
+		return 0;
+#if defined(__x86_64__)
+	(void)arm64_access;
+	return 1;
+#else
+	return arm64_access == 1 || (arm64_access < 0 && pc->index);
+#endif
+}
+
+/*
  * This thread's events, one group led by cycles (so a window sees the
  * group on or off its counters together). 0 with t->user_read set if the
  * page grants user reads; -1 with t->perf_errno if cycles cannot be opened.
@@ -1208,14 +1247,9 @@ static inline int cycles_perf_setup(struct cycles_thread *t)
 		if (p != MAP_FAILED)
 			t->pc[i] = (struct perf_event_mmap_page *)p;
 	}
-	/*
-	 * The group runs now (this thread is on the CPU): an index of 0 says
-	 * user reads are off (x86 rdpmc 0; arm64 perf_user_access 0, where
-	 * cap_user_rdpmc still says 1).
-	 */
 	t->perf_errno = 0;
-	t->user_read = t->pc[0] && t->pc[0]->cap_user_rdpmc &&
-		       t->pc[0]->index;
+	t->user_read = t->pc[0] &&
+		       cycles_page_user_read(t->pc[0], cycles_arm64_access());
 	return 0;
 }
 

@@ -562,8 +562,8 @@ def test_x86_unplaced_cpu_reads_nothing(x86):
 # --- The perf mmap page reader, against a page in memory (c/page_check.c) ------------
 
 def page_cases() -> list[str]:
-    return ["basic", "lock_changes", "index_zero", "index_unknown", "width_40", "width_48",
-            "width_64", "multiplexed", "window", "window_begin_failed"]
+    return ["basic", "lock_changes", "index_zero", "index_unknown", "path_choice", "width_40",
+            "width_48", "width_64", "multiplexed", "window", "window_begin_failed"]
 
 
 @pytest.fixture(scope="module", params=[NATIVE_CC, CROSS_CC], ids=["native", "arm64"])

@@ -172,6 +172,34 @@ static void case_index_unknown(const char *name)
 	      "a window on index %u is valid", unknown);
 }
 
+/*
+ * The path is chosen from the page's capability (and on arm64 the
+ * perf_user_access sysctl), not from a momentary index of 0 (an event not
+ * scheduled at that instant).
+ */
+static void case_path_choice(const char *name)
+{
+	struct perf_event_mmap_page pc;
+	int x86 = 0;
+
+#if defined(__x86_64__)
+	x86 = 1;
+#endif
+	page_init(&pc, 0, 0, 64);	/* capable, not on a counter now */
+	CHECK(name, cycles_page_user_read(&pc, x86 ? -1 : 1) == 1,
+	      "index 0 with the capability: no user reads");
+	CHECK(name, cycles_page_user_read(&pc, 0) == x86,
+	      "arm64 perf_user_access 0 (or x86): wrong choice");
+	CHECK(name, cycles_page_user_read(&pc, -1) == x86,
+	      "sysctl unknown, index 0: wrong choice");
+	pc.index = 5;
+	CHECK(name, cycles_page_user_read(&pc, -1) == 1,
+	      "sysctl unknown, index 5: no user reads");
+	pc.cap_user_rdpmc = 0;
+	CHECK(name, cycles_page_user_read(&pc, 1) == 0,
+	      "cap_user_rdpmc 0: user reads");
+}
+
 /* The counter is pmc_width bits: sign-extend it, ignore bits above. */
 static void check_width(const char *name, unsigned int width)
 {
@@ -340,6 +368,7 @@ static const struct {
 	{ "lock_changes", case_lock_changes },
 	{ "index_zero", case_index_zero },
 	{ "index_unknown", case_index_unknown },
+	{ "path_choice", case_path_choice },
 	{ "width_40", case_width_40 },
 	{ "width_48", case_width_48 },
 	{ "width_64", case_width_64 },
