@@ -92,9 +92,13 @@
  * the reading or window is invalid (CYCLES_FAULTED). Every other signal
  * goes to the handler that was installed before (SA_SIGINFO or not), or
  * takes its default action; the previous handler is put back when the
- * last guarded read of the process ends. A program that installs its own
+ * last guarded read of the process ends, unless the program installed
+ * another meanwhile (that one stays). A program that installs its own
  * handler for these signals while a guarded read is in progress in another
  * thread replaces the guard (then a fault is the program's, as in 2011).
+ * The guard runs on the program's alternate signal stack if it has one
+ * (SA_ONSTACK). Single-threaded, each guarded read installs and removes
+ * the handler (two sigaction calls); use a window to pay that once.
  * The perf path needs no guard: perf grants the access itself at the
  * owning thread's sched-in.
  *
@@ -1429,7 +1433,8 @@ static inline void cycles_guard_begin(struct cycles_thread *t)
 	if (cycles_guard_users++ == 0) {
 		memset(&sa, 0, sizeof(sa));
 		sa.sa_sigaction = cycles_guard_handler;
-		sa.sa_flags = SA_SIGINFO | SA_NODEFER;
+		/* On the program's alternate stack if it has one. */
+		sa.sa_flags = SA_SIGINFO | SA_NODEFER | SA_ONSTACK;
 		sigemptyset(&sa.sa_mask);
 		sigaction(CYCLES_GUARD_SIGNAL, &sa, &cycles_guard_old);
 	}
@@ -1447,8 +1452,15 @@ static inline int cycles_guard_end(struct cycles_thread *t)
 	t->guarding = 0;
 	cycles_barrier();
 	pthread_mutex_lock(&cycles_guard_lock);
-	if (--cycles_guard_users == 0)
-		sigaction(CYCLES_GUARD_SIGNAL, &cycles_guard_old, NULL);
+	if (--cycles_guard_users == 0) {
+		struct sigaction now;
+
+		/* A handler the program installed meanwhile stays. */
+		if (sigaction(CYCLES_GUARD_SIGNAL, NULL, &now) == 0 &&
+		    (now.sa_flags & SA_SIGINFO) &&
+		    now.sa_sigaction == cycles_guard_handler)
+			sigaction(CYCLES_GUARD_SIGNAL, &cycles_guard_old, NULL);
+	}
 	pthread_mutex_unlock(&cycles_guard_lock);
 	return t->faulted;
 }

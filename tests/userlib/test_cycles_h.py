@@ -653,3 +653,12 @@ def test_module_single_read_never_exact(lookup):
         pytest.skip(f"the counter read faults here ({answer}): no flags to see")
     flags = int(answer.split("flags=")[1])
     assert flags == 1, answer  # CYCLES_VALID alone
+
+
+def test_guard_keeps_a_handler_installed_after_it(lookup):
+    """The program installs its own fault handler while a module window (the guard) is
+    on: the window's end must not put the handler from before the window back over it."""
+    start, _, _ = lookup
+    run = start()
+    assert run.ask(f"pin {CPUS[0]}") == "ok"
+    assert run.pairs("ownlate") == {"begin": 0, "kept": 1}

@@ -19,6 +19,8 @@
  *   window     a module-path window with a fault of the program's own in
  *              it      -> begin=B reads=A,B own=N end=E restored=R
  *   unpin      run on any CPU this process may  -> ok | err
+ *   ownlate    the program's handler installed inside a window stays
+ *              after its end       -> begin=B kept=K
  *   emptywin   a module-path window with no read in it (so nothing
  *              faults)         -> begin=B end=E cpu=C gen=G
  *   read WHAT  cycles_read() of CYCLES_CORE, _INSN or _REF (WHAT: core,
@@ -112,6 +114,30 @@ static void window(void)
 	signal(CYCLES_GUARD_SIGNAL, SIG_DFL);
 }
 
+/*
+ * The program installs its own handler inside a module window (after the
+ * guard): the window's end must leave it installed.
+ */
+static void own_late(void)
+{
+	struct sigaction sa, now;
+	struct cycles_window w;
+	int begin;
+
+	signal(CYCLES_GUARD_SIGNAL, SIG_DFL);
+	begin = cycles_window_begin(&w);
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_sigaction = own_handler;
+	sa.sa_flags = SA_SIGINFO;
+	sigemptyset(&sa.sa_mask);
+	sigaction(CYCLES_GUARD_SIGNAL, &sa, NULL);
+	cycles_window_end(&w);
+	sigaction(CYCLES_GUARD_SIGNAL, NULL, &now);
+	printf("begin=%d kept=%d\n", begin,
+	       (now.sa_flags & SA_SIGINFO) && now.sa_sigaction == own_handler);
+	signal(CYCLES_GUARD_SIGNAL, SIG_DFL);
+}
+
 /* A window with nothing read in it: what its edges decide alone. */
 static void empty_window(void)
 {
@@ -145,6 +171,8 @@ int main(void)
 				CPU_SET(n, &set);
 			rc = sched_setaffinity(0, sizeof(set), &set);
 			printf("%s\n", rc == 0 ? "ok" : "err");
+		} else if (!strcmp(line, "ownlate\n")) {
+			own_late();
 		} else if (!strcmp(line, "emptywin\n")) {
 			empty_window();
 		} else if (!strcmp(line, "avail\n")) {
