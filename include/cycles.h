@@ -256,10 +256,15 @@ typedef unsigned long long counter_t;
 #define CYCLES_IDX_UNKNOWN	(-2)	/* sysfs not read yet */
 #define CYCLES_IDX_PER_CPU	(-3)	/* CPUs differ: look this one up */
 
-/* CPUs the module cache holds; CPUs above it read nothing on that path. */
-#ifndef CYCLES_MAX_CPUS
-#define CYCLES_MAX_CPUS		CPU_SETSIZE
+/*
+ * CPUs the module cache holds; CPUs above it read nothing on that path.
+ * Not a setting: the cache is one weak object for the whole program, and
+ * translation units that sized it differently would overflow each other.
+ */
+#ifdef CYCLES_MAX_CPUS
+#error "cycles.h: CYCLES_MAX_CPUS is fixed (weak objects must agree in size)"
 #endif
+#define CYCLES_MAX_CPUS		1024
 
 /* A CPU's placement is re-read this often when it changes while read. */
 #define CYCLES_READ_TRIES	4

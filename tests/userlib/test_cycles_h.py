@@ -146,6 +146,17 @@ def test_header_refuses_late_gnu_source(tmp_path):
     assert "add #define _GNU_SOURCE 1 before the first #include" in res.stderr
 
 
+def test_header_weak_objects_cannot_differ_in_size(tmp_path):
+    """The program-wide weak objects are one object across translation units: a unit
+    may not size the module cache (CYCLES_MAX_CPUS) differently from another, so the
+    header refuses the macro instead of letting two sizes overflow each other."""
+    res = subprocess.run([NATIVE_CC, "-I", str(INCLUDE), "-DCYCLES_MAX_CPUS=8", "-c",
+                          str(CSRC / "other_unit.c"), "-o", str(tmp_path / "o.o")],
+                         capture_output=True, text=True)
+    assert res.returncode != 0, "a unit with its own CYCLES_MAX_CPUS compiled"
+    assert "CYCLES_MAX_CPUS is fixed" in res.stderr
+
+
 # --- The per-CPU lookup, against fake driver directories (c/lookup_check.c) ---------
 
 CPUS = sorted(os.sched_getaffinity(0))
