@@ -25,8 +25,10 @@
  *       documents it and libperf's perf_mmap__read_self() does: retry while
  *       `lock` changes, `index` 0 means "not on a counter now" (then the
  *       reading comes from read(2)), the counter is sign-extended from
- *       `pmc_width` bits. Exact. x86: needs the cpu PMU's rdpmc attribute
- *       at 1 (the kernel's default) or 2. arm64: Linux >= 5.17 and
+ *       `pmc_width` bits. Exact. A multiplexed event (time_running <
+ *       time_enabled) is read with read(2): the page's times are stale.
+ *       x86: needs the cpu PMU's rdpmc attribute at 1 (the kernel's
+ *       default) or 2. arm64: Linux >= 5.17 and
  *       kernel.perf_user_access=1; the events ask with config1 bit 1.
  *   CYCLES_PATH_PERF_READ  the same events through read(2) where the mmap
  *       page grants no user read (x86 rdpmc 0, arm64 perf_user_access 0 or
@@ -1587,9 +1589,13 @@ static inline int cycles_perf_read(struct cycles_thread *t, int which,
 
 /*
  * A reading from one perf mmap page (cycles_page_read()) into *r: 0 with
- * CYCLES_VALID, and CYCLES_EXACT unless the event was off its counter for
- * part of the time it was enabled (CYCLES_MULTIPLEXED: not scaled); 1 if
- * the event is not on a counter this thread may read (use read(2)).
+ * CYCLES_VALID|CYCLES_EXACT; 1 if the event is not on a counter this
+ * thread may read, or was off its counter for part of the time it was
+ * enabled (use read(2)). The page's time_enabled/time_running are as of
+ * perf's last update of the page (current only with cap_user_time and the
+ * time fields, which this reader does not use): equal there, with the
+ * event on its counter since, they are equal now, so the exact case needs
+ * no more; a multiplexed event's times and flags come from read(2).
  */
 static CYCLES_INLINE int cycles_read_page(const volatile struct perf_event_mmap_page *pc,
 					  cycles_hw_read_fn rd, void *arg,
@@ -1597,15 +1603,15 @@ static CYCLES_INLINE int cycles_read_page(const volatile struct perf_event_mmap_
 {
 	struct cycles_page_value pv;
 
-	if (cycles_page_read(pc, rd, arg, &pv))
+	if (cycles_page_read(pc, rd, arg, &pv) ||
+	    pv.time_enabled != pv.time_running)
 		return 1;
 	r->path = CYCLES_PATH_PERF_MMAP;
 	r->value = pv.value;
 	r->time_enabled = pv.time_enabled;
 	r->time_running = pv.time_running;
 	r->hw = pv.hw;
-	r->flags = CYCLES_VALID | (pv.time_enabled == pv.time_running ?
-				   CYCLES_EXACT : CYCLES_MULTIPLEXED);
+	r->flags = CYCLES_VALID | CYCLES_EXACT;
 	return 0;
 }
 
@@ -1632,7 +1638,7 @@ static CYCLES_INLINE int cycles_read(int which, struct cycles_reading *r)
 			     1)) {
 		if (cycles_read_page(pc, cycles_hw_read_cb, NULL, r) == 0)
 			return 0;
-		return cycles_perf_read(t, which, r);	/* index 0 */
+		return cycles_perf_read(t, which, r);	/* index 0, mux */
 	}
 	if (t->path == CYCLES_PATH_PERF_READ || t->path == CYCLES_PATH_PERF_MMAP)
 		return cycles_perf_read(t, which, r);
