@@ -146,6 +146,17 @@ def test_header_refuses_late_gnu_source(tmp_path):
     assert "add #define _GNU_SOURCE 1 before the first #include" in res.stderr
 
 
+def test_header_weak_objects_cannot_differ_in_size(tmp_path):
+    """The program-wide weak objects are one object across translation units: a unit
+    may not size the module cache (CYCLES_MAX_CPUS) differently from another, so the
+    header refuses the macro instead of letting two sizes overflow each other."""
+    res = subprocess.run([NATIVE_CC, "-I", str(INCLUDE), "-DCYCLES_MAX_CPUS=8", "-c",
+                          str(CSRC / "other_unit.c"), "-o", str(tmp_path / "o.o")],
+                         capture_output=True, text=True)
+    assert res.returncode != 0, "a unit with its own CYCLES_MAX_CPUS compiled"
+    assert "CYCLES_MAX_CPUS is fixed" in res.stderr
+
+
 # --- The per-CPU lookup, against fake driver directories (c/lookup_check.c) ---------
 
 CPUS = sorted(os.sched_getaffinity(0))
@@ -562,8 +573,8 @@ def test_x86_unplaced_cpu_reads_nothing(x86):
 # --- The perf mmap page reader, against a page in memory (c/page_check.c) ------------
 
 def page_cases() -> list[str]:
-    return ["basic", "lock_changes", "index_zero", "width_40", "width_48", "width_64",
-            "multiplexed", "window"]
+    return ["basic", "lock_changes", "index_zero", "index_unknown", "path_choice", "width_40",
+            "width_48", "width_64", "multiplexed", "window", "window_begin_failed"]
 
 
 @pytest.fixture(scope="module", params=[NATIVE_CC, CROSS_CC], ids=["native", "arm64"])
@@ -611,3 +622,54 @@ def test_guard_window_fault_is_invalid_not_fatal(lookup):
         pytest.skip(f"the counter read works here ({got}): no fault to catch")
     assert got == {"begin": "0", "reads": "0,0", "own": "1", "end": "0", "restored": "1"}
     assert run.ask("window") == "begin=0 reads=0,0 own=1 end=0 restored=1"  # again
+
+
+# --- Module-path exactness: only what was checked is claimed ------------------------
+
+def module_exact_here(arm64: bool) -> bool:
+    """cycles_module_exact() as the program sees it: arm64 on Linux >= 5.17 (qemu-user
+    reports this host's release)."""
+    major, minor = (int(x) for x in os.uname().release.split(".")[:2])
+    return arm64 and (major, minor) >= (5, 17)
+
+
+def test_module_window_edges(lookup):
+    """A module window with nothing read in it: begin takes the CPU, its generation and
+    its indices together; pinned it ends valid (exact where module reads can be); not
+    pinned it is never exact, since a move to another CPU and back would go unseen."""
+    start, fake, arm64 = lookup
+    run = start()
+    cpu = CPUS[0]
+    assert run.ask(f"pin {cpu}") == "ok"
+    got = run.pairs("emptywin")
+    want = 1 | (2 if module_exact_here(arm64) else 0)  # CYCLES_VALID | CYCLES_EXACT
+    assert got == {"begin": 0, "end": want, "cpu": cpu, "gen": fake.generation(cpu)}
+    if len(CPUS) < 2:
+        return
+    assert run.ask("unpin") == "ok"
+    got = run.pairs("emptywin")
+    assert got["begin"] == 0, got
+    assert got["end"] in (0, 1), got  # valid, or moved meanwhile: never exact
+    assert got["gen"] == fake.generation(got["cpu"])
+
+
+def test_module_single_read_never_exact(lookup):
+    """A single module-path reading is not checked against the generation (the cached
+    index may be stale): valid at best, never CYCLES_EXACT."""
+    start, _, arm64 = lookup
+    run = start()
+    assert run.ask(f"pin {CPUS[0]}") == "ok"
+    answer = run.ask("read core")
+    if not answer.startswith("value="):
+        pytest.skip(f"the counter read faults here ({answer}): no flags to see")
+    flags = int(answer.split("flags=")[1])
+    assert flags == 1, answer  # CYCLES_VALID alone
+
+
+def test_guard_keeps_a_handler_installed_after_it(lookup):
+    """The program installs its own fault handler while a module window (the guard) is
+    on: the window's end must not put the handler from before the window back over it."""
+    start, _, _ = lookup
+    run = start()
+    assert run.ask(f"pin {CPUS[0]}") == "ok"
+    assert run.pairs("ownlate") == {"begin": 0, "kept": 1}
