@@ -238,11 +238,11 @@ def driver_measure(fake, mods, simple_pmu, monkeypatch):
     monkeypatch.setattr(mods["measure"], "_cache", {"report": report})
     monkeypatch.setattr(mods["measure"], "_local", mods["measure"]._ThreadState())
 
-    def run(values, cycle_index=31, insn_index=5, before=10, after=10):
+    def run(values, cycle_index=31, insn_index=5, before=10, after=10, valid=1):
         FakeSpan.values_ = values
         FakeSpan.info_ = {"cpu": CPUS[0], "cycle_index": cycle_index,
                           "insn_index": insn_index, "generation_before": before,
-                          "generation_after": after}
+                          "generation_after": after, "valid": valid, "exact": valid}
         with simple_pmu.measure("driver") as m:
             pass
         return m
@@ -271,6 +271,14 @@ def test_measure_reports_a_generation_change(driver_measure):
         "offline and back, or the settings changed); counts discarded, measure again")
     m = driver_measure((100, 200, 300, 400), before=42, after=42)
     assert (m.cycles, m.instructions, m.generation) == (100, 100, 42)
+
+
+def test_measure_discards_an_invalid_window(driver_measure):
+    """cycles.h's window said invalid (a read faulted): no counts, whatever was read."""
+    m = driver_measure((100, 200, 300, 400), valid=0)
+    assert m.cycles is None and m.instructions is None and not m.ok
+    assert m.reason.code == "measure_window_invalid"
+    assert m.reason.startswith(f"the driver's counters on CPU {CPUS[0]} could not be read")
 
 
 def test_measure_refuses_a_bad_event_width(driver_measure, fake, simple_pmu):
@@ -514,6 +522,8 @@ for cpu in sorted(allowed):
         out[cpu]["read"] = "value"
     except simple_pmu.CounterFault as exc:
         out[cpu]["read"] = exc.signal
+    except simple_pmu.CounterUnavailable as exc:  # nothing of the module's to read
+        out[cpu]["read"] = "unavailable"
 os.sched_setaffinity(0, allowed)
 backend = probe.probe_driver(probe.cpu_info())
 out["probe"] = [[r.code, str(r)] for r in backend.reasons]
@@ -582,6 +592,7 @@ def test_x86_native_refuses(x86_native):
     fake.cpu_attr(bad, "user_access", 0)
     got = run()
     assert got[str(bad)]["available"] == 0
+    assert got[str(bad)]["read"] == "unavailable"  # not read: the module says no
     for cpu in CPUS[1:]:
         assert got[str(cpu)]["available"] == 5
     fake.attr("rdpmc_fixed", 0)
