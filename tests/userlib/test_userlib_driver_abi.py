@@ -534,7 +534,8 @@ print(json.dumps(out))
 @pytest.fixture
 def x86_native(tmp_path, mods):
     """The extension built for a FakeX86Driver (CYCLES_SYSFS_DIR, CYCLES_EVENT_SOURCE_DIR),
-    run in a fresh interpreter: (run, fake), run() -> what X86_NATIVE_CHECK prints."""
+    run in a fresh interpreter: (run, fake), run(script) -> what the script (default
+    X86_NATIVE_CHECK) prints as JSON."""
     import json
     import shutil
     import subprocess
@@ -556,8 +557,8 @@ def x86_native(tmp_path, mods):
     res = subprocess.run(cmd, capture_output=True, text=True)
     assert res.returncode == 0, res.stderr
 
-    def run() -> dict[str, object]:
-        res = subprocess.run([sys.executable, "-c", X86_NATIVE_CHECK, str(fake.event_source)],
+    def run(script: str = X86_NATIVE_CHECK) -> dict[str, object]:
+        res = subprocess.run([sys.executable, "-c", script, str(fake.event_source)],
                              capture_output=True, text=True, timeout=60,
                              env=dict(os.environ, PYTHONPATH=str(pkg.parent)))
         assert res.returncode == 0, res.stderr
