@@ -254,6 +254,29 @@ def window() -> None:
     if not t.result.exact:
         fail(f"Window('thread') not exact: {t.result}")
     print(f"Window('thread'): known_loop(n) = 2n + {k} exactly; {t.result}")
+    # A second thread and a forked child each open their own events at their first window
+    # and count only themselves: exact there too (window_exact fails otherwise).
+    import threading
+    found: list[int] = []
+    worker = threading.Thread(target=lambda: found.append(window_exact("thread")))
+    worker.start()
+    worker.join()
+    if not found:
+        fail("Window('thread') in a second thread: no result")
+    print(f"Window('thread') in a second thread: 2n + {found[0]} exactly")
+    # The child must get windows of its own (its parent's events are closed there). Its
+    # counts are printed, not asserted: on trixie (6.12) the child's windows of
+    # known_loop(100000) counted 2n + 691 (one 878) where n = 1000 and every parent or
+    # thread window gave 2n + 786; not understood yet (issue 22 report).
+    pid = os.fork()
+    if pid == 0:
+        spans = {n: window_overheads("thread", n) for n in SIZES}
+        print(f"Window('thread') in a forked child: instructions - 2n, invalid = {spans}",
+              flush=True)
+        os._exit(0)
+    rc = os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
+    if rc != 0:
+        fail(f"Window('thread') in a forked child: exit {rc}")
 
 
 def unload_alive() -> None:
