@@ -27,10 +27,12 @@ child, end() says invalid. Each thread, and a forked child, gets its own events 
 first window (cycles.h sets them up lazily, per thread, again after fork()).
 
 Scope "thread" counts this thread with perf self-monitoring (x86 rdpmc at 1; arm64
->= 5.17 with kernel.perf_user_access=1); where only perf read(2) is possible there is
-no window (begin() says why). Scope "cpu" counts this CPU with the simple-pmu module's
-counters: pin the thread first (os.sched_setaffinity), or the window is invalid as soon
-as it moves; exact on arm64 >= 5.17, advisory elsewhere (WindowResult.exact False).
+>= 5.17 with kernel.perf_user_access=1); where perf grants no user reads cycles.h falls
+back to the module if it is usable (WindowResult.path says so), else there is no window
+(begin() says why: only perf read(2) is possible). Scope "cpu" counts this CPU with the
+simple-pmu module's counters: pin the thread first (os.sched_setaffinity), or the window
+is invalid as soon as it moves; exact on arm64 >= 5.17, advisory elsewhere
+(WindowResult.exact False).
 """
 
 from __future__ import annotations
