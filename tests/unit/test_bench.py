@@ -83,8 +83,8 @@ def by_name(doc):
 
 def test_readbench_lists_every_path_once(host_doc):
     assert [p["name"] for p in host_doc["paths"]] == [
-        "driver", "bare", "rdtsc", "rdtscp", "lfence-rdtsc", "cntvct", "clock_gettime",
-        "perf-mmap", "perf-read"]
+        "driver", "window-cpu", "bare", "rdtsc", "rdtscp", "lfence-rdtsc", "cntvct",
+        "clock_gettime", "perf-mmap", "perf-read", "selfmon", "window"]
     for p in host_doc["paths"]:
         if p["available"]:
             assert len(p["read_ns"]) == len(p["loop_ns"]) == 3
@@ -198,6 +198,24 @@ def test_python_goal(read, clock, status):
 def test_python_goal_not_measurable_without_a_counter():
     (g,) = bench.goals(py_paths(0, 80.0, reason="no counter backend usable: x"))
     assert g["status"] == "not measurable here" and g["reason"] == "no counter backend usable: x"
+
+
+def c_paths(window_ns, bare_ns, reason=None):
+    window = bench.Path_("window", "w", () if reason else (window_ns,), reason)
+    return bench.summarize([window, bench.Path_("bare", "b", (bare_ns,))], "ns")
+
+
+@pytest.mark.parametrize(("window", "bare", "status"), [(12.0, 10.0, "met"),
+                                                        (12.5, 10.0, "not met")])
+def test_window_goal(window, bare, status):
+    g, cpu = bench.window_goals(c_paths(window, bare))
+    assert g["status"] == status and g["figure"] == pytest.approx(window / bare)
+    assert cpu["status"] == "not measurable here" and cpu["reason"] == "no figure"
+
+
+def test_window_goal_not_measurable_without_a_window():
+    g, _ = bench.window_goals(c_paths(0, 10.0, reason="perf grants no user reads"))
+    assert g["status"] == "not measurable here" and g["reason"] == "perf grants no user reads"
 
 
 C_DOC = {"tool": "readbench", "unit": "ns", "arch": "x86_64", "cpu": 0, "runs": 2, "paths": [

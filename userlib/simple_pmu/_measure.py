@@ -567,6 +567,9 @@ class measure:  # noqa: N801 - used as a function: with measure() as m
                 result.reason = reasons.MEASURE_GENERATION_CHANGED.format(
                     cpu=info["cpu"], before=before, after=after)
                 return
+            if not info["valid"]:  # cycles.h's window: the CPU changed or a read faulted
+                result.reason = reasons.MEASURE_WINDOW_INVALID.format(cpu=info["cpu"])
+                return
             result.generation = after or None
             widths = reader.placed_widths(info["cycle_index"], info["insn_index"])
         if reader.cycles:
