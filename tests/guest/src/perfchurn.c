@@ -4,7 +4,8 @@
  * a per-task event on itself (pid 0, cpu -1: instructions, then cycles),
  * enables it, reads it and closes it; every 8th round it also opens pinned
  * CPU-wide events (pid -1, cpu CPU: cycles and instructions, needs root),
- * enables and closes them. On SIGTERM it prints
+ * enables and closes them. After the first round it prints "started";
+ * on SIGTERM it prints
  *   "rounds=R task=T pinned=P"
  * (events opened and read) and exits 0; any refused open is a failure (2).
  */
@@ -89,7 +90,10 @@ int main(int argc, char **argv)
 				return 2;
 			pinned += 2;
 		}
-		rounds++;
+		if (!rounds++) {
+			printf("started\n");
+			fflush(stdout);
+		}
 	}
 	printf("rounds=%lu task=%lu pinned=%lu\n", rounds, task, pinned);
 	return 0;
