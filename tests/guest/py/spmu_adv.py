@@ -1,0 +1,42 @@
+"""simple_pmu.measure() under attack (tests/guest/arm64/46-adversarial.sh runs perfchurn
+on the same CPU): python3 spmu_adv.py CPU SCOPE N RUNS. Pinned to CPU, RUNS blocks of
+known_loop(N) with measure(scope=SCOPE). A block that is ok must count the same
+instructions as every other ok block, at least 2N; the others are flagged. Prints
+"scope=S backend=B runs=R valid=V flagged=F count=C"; "FAIL: ..." and exit 1 on an ok
+block with another count; "SKIP: ..." and exit 3 when no ok block could be measured
+because the scope is refused here (its reason printed)."""
+import os
+import sys
+
+import simple_pmu
+
+
+def main() -> int:
+    cpu, scope, n, runs = int(sys.argv[1]), sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
+    os.sched_setaffinity(0, {cpu})
+    want, valid, flagged, backend, reason = None, 0, 0, None, None
+    for i in range(runs):
+        with simple_pmu.measure(scope=scope) as m:
+            simple_pmu.known_loop(n)
+        backend = m.backend
+        if not m.ok:
+            flagged += 1
+            reason = m.reason
+            continue
+        valid += 1
+        if want is None:
+            want = m.instructions
+        if m.instructions != want or m.instructions < 2 * n:
+            print(f"FAIL: measure(scope={scope!r}) backend {m.backend}: run {i} is ok with "
+                  f"{m.instructions} instructions for known_loop({n}); other runs {want}")
+            return 1
+    if not valid:
+        print(f"SKIP: measure(scope={scope!r}) never ok here (backend {backend}): {reason}")
+        return 3
+    print(f"scope={scope} backend={backend} runs={runs} valid={valid} flagged={flagged} "
+          f"count={want}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

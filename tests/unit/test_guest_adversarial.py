@@ -1,0 +1,73 @@
+"""tests/guest/arm64/46-adversarial.sh on the host, against fakes of advreader, perfchurn
+and python3: it must fail when a reader reports a wrong valid window, dies, is on the wrong
+path, or when the churn did not run beside it (a guest run only shows the unbroken case)."""
+
+import pytest
+
+from tests.unit.test_guest_scripts import fake, run_script, stage
+
+SCRIPT = "arm64/46-adversarial.sh"
+CHURN_OK = ("trap 'echo rounds=40 task=80 pinned=10; exit 0' TERM\necho started\n"
+            "while :; do sleep 0.05; done\n")
+READER_OK = 'echo "path=x windows=1000 reads=1000000 valid=990 flagged=10 count=413"\n'
+PY_OK = 'echo "scope=$3 backend=x runs=300 valid=300 flagged=0 count=2412"\n'
+
+
+def adversarial(tmp, reader=READER_OK, churn=CHURN_OK, python=PY_OK):
+    bindir = stage(tmp)
+    fake(bindir, "advreader", reader)
+    fake(bindir, "perfchurn", churn)
+    fake(bindir, "python3", python)
+    fake(bindir, "dmesg", "")
+    return run_script(tmp, SCRIPT)
+
+
+def test_passes_and_prints_the_flagged_counts(tmp_path):
+    r = adversarial(tmp_path)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert r.stdout.count("flagged=10") == 2 and "Python cpu: scope=cpu" in r.stdout
+
+
+@pytest.mark.parametrize(("reader", "why"), [
+    ('echo "FAIL: thread path x: window 3 pair 1 reported valid counts 9"; exit 1\n',
+     "reported valid counts 9"),
+    ("kill -SEGV $$\n", "died (exit status 139"),
+    ("kill -ILL $$\n", "died (exit status 132"),
+    ('echo "usage"; exit 2\n', "usage or setup error"),
+    ('[ "$2" = cpu ] && { echo "SKIP: cpu scope is on path none"; exit 3; }\n' + READER_OK,
+     "module loaded, yet advreader cpu"),
+], ids=["wrong-valid-window", "sigsegv", "sigill", "usage", "cpu-scope-refused"])
+def test_fails_when_a_c_reader_fails(tmp_path, reader, why):
+    r = adversarial(tmp_path, reader=reader)
+    assert r.returncode == 1 and why in r.stdout, r.stdout + r.stderr
+
+
+@pytest.mark.parametrize(("churn", "why"), [
+    ("exit 0\n", "perfchurn did not start"),
+    ("echo 'perfchurn: perf_event_open: Permission denied' >&2; exit 2\n",
+     "perfchurn did not start: perfchurn: perf_event_open: Permission denied"),
+    ("echo started; exit 0\n", "perfchurn stopped early"),
+    (CHURN_OK.replace("pinned=10", "pinned=0"), "opened no pinned CPU-wide event"),
+    ("trap 'exit 2' TERM\necho started\nwhile :; do sleep 0.05; done\n", "perfchurn exited 2"),
+], ids=["not-running", "refused", "stopped-early", "no-pinned", "churn-error"])
+def test_fails_when_the_churn_did_not_run(tmp_path, churn, why):
+    r = adversarial(tmp_path, churn=churn)
+    assert r.returncode == 1 and why in r.stdout, r.stdout + r.stderr
+
+
+def test_fails_when_python_reports_a_wrong_valid_block(tmp_path):
+    r = adversarial(tmp_path, python='echo "FAIL: measure(scope=\'cpu\'): run 7 is ok"; exit 1\n')
+    assert r.returncode == 1 and "run 7 is ok" in r.stdout, r.stdout + r.stderr
+
+
+def test_python_cpu_scope_refused_fails(tmp_path):
+    py = '[ "$3" = cpu ] && { echo "SKIP: never ok"; exit 3; }\n' + PY_OK
+    r = adversarial(tmp_path, python=py)
+    assert r.returncode == 1 and "yet measure(scope=cpu)" in r.stdout, r.stdout + r.stderr
+
+
+def test_fails_without_the_module(tmp_path):
+    stage(tmp_path)
+    (tmp_path / "sysfs").rmdir()
+    r = run_script(tmp_path, SCRIPT)
+    assert r.returncode == 1 and "module not loaded" in r.stdout
