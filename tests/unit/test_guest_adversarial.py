@@ -66,8 +66,34 @@ def test_python_cpu_scope_refused_fails(tmp_path):
     assert r.returncode == 1 and "yet measure(scope=cpu)" in r.stdout, r.stdout + r.stderr
 
 
-def test_fails_without_the_module(tmp_path):
-    stage(tmp_path)
+def test_loads_the_module_itself_and_unloads_it_after(tmp_path):
+    bindir = stage(tmp_path)
     (tmp_path / "sysfs").rmdir()
+    log = tmp_path / "modlog"
+    fake(bindir, "modprobe", f'mkdir {tmp_path / "sysfs"}; echo "modprobe $*" >> {log}\n')
+    fake(bindir, "rmmod", f'rmdir {tmp_path / "sysfs"}; echo "rmmod $*" >> {log}\n')
+    for name, body in (("advreader", READER_OK), ("perfchurn", CHURN_OK),
+                       ("python3", PY_OK), ("dmesg", "")):
+        fake(bindir, name, body)
     r = run_script(tmp_path, SCRIPT)
-    assert r.returncode == 1 and "module not loaded" in r.stdout
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert log.read_text().split("\n")[:2] == ["modprobe simple-pmu", "rmmod simple-pmu"]
+    assert not (tmp_path / "sysfs").exists()
+
+
+def test_leaves_a_loaded_module_loaded(tmp_path):
+    bindir = stage(tmp_path)
+    fake(bindir, "rmmod", "echo rmmod called; exit 1\n")
+    for name, body in (("advreader", READER_OK), ("perfchurn", CHURN_OK),
+                       ("python3", PY_OK), ("dmesg", "")):
+        fake(bindir, name, body)
+    r = run_script(tmp_path, SCRIPT)
+    assert r.returncode == 0 and "rmmod called" not in r.stdout, r.stdout + r.stderr
+
+
+def test_fails_when_the_module_does_not_load(tmp_path):
+    bindir = stage(tmp_path)
+    (tmp_path / "sysfs").rmdir()
+    fake(bindir, "modprobe", "echo 'modprobe: ERROR: could not insert' >&2; exit 1\n")
+    r = run_script(tmp_path, SCRIPT)
+    assert r.returncode == 1 and "modprobe simple-pmu" in r.stdout, r.stdout + r.stderr
