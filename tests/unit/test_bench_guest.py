@@ -110,6 +110,10 @@ def test_identical_counts_pass_with_the_goals_printed(tmp_path):
             "NOT met") in out
     assert ("without the module (EL0, instrument=perf) per read: bare=1.00 cntvct=1.00 "
             "clock_gettime=54.00 selfmon=51.00 window=4.00 window-fixed=1.00") in out
+    # A passing run's summary shows the last line: both measurements are on it.
+    last = out.splitlines()[-1]
+    assert last.startswith("ring=3 (EL0+EL1) per read: driver=389.00")
+    assert "| without the module (EL0, instrument=perf) per read: bare=1.00" in last
     # perf_user_access 1 while measuring, ring 2 then 3, then unloaded and measured
     # again; ring restored before the unload, perf_user_access at the end.
     seen = (tmp_path / "seen").read_text().splitlines()
@@ -164,6 +168,7 @@ def test_perf_mmap_may_only_say_why_without_the_sysctl(tmp_path):
     # No second run without the module, no fixed self-monitoring read claimed.
     assert "goal window-fixed" not in r.stdout and "instrument=perf" not in r.stdout
     assert "ring=self" not in (tmp_path / "seen").read_text()
+    assert "without the module" not in r.stdout.splitlines()[-1]
     silent = guest(tmp_path / "s" if (tmp_path / "s").mkdir() is None else tmp_path,
                    "\n".join(lines) + "\n", "\n".join(three) + "\n", pua=None)
     assert silent.returncode == 1 and "perf-mmap neither ran nor said why" in silent.stdout
