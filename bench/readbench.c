@@ -9,15 +9,22 @@
  *                                       instructions retired, counted by the
  *                                       simple-pmu driver's own instruction
  *                                       counter (read raw at its published
- *                                       index, CPU-wide): one line a path
+ *                                       index, CPU-wide) where the module is
+ *                                       loaded, else by a perf instructions
+ *                                       event of this thread (user space,
+ *                                       read(2)): one line a path
  *   readbench --once N                  each available path's loop once, N
  *                                       reads (for valgrind --tool=callgrind)
  *
  * Paths: cycles.h's reads: the module's CPU-wide counter through
  * cycles_read() (guarded: `driver`), a read inside a window on the module
- * path (`window-cpu`) and on the perf self-monitoring path (`window`: the
- * read the 1.2x goal is about), and cycles_read() on the self-monitoring
- * path outside a window (`selfmon`: the seqlock read of the mmap page);
+ * path (`window-cpu`) and on the perf self-monitoring path (`window`), the
+ * fixed-register read inside a window begun for it on each
+ * (`window-cpu-fixed`, `window-fixed`: cycles_window_read_fixed(), the
+ * read the 1.2x goal is about; it needs cycles on PMCCNTR_EL0 / fixed
+ * counter 1, so `window-fixed` runs only where the module does not hold
+ * it), and cycles_read() on the self-monitoring path outside a window
+ * (`selfmon`: the seqlock read of the mmap page);
  * the bare instruction (RDPMC / mrs PMCCNTR_EL0 alone), RDTSC, RDTSCP, LFENCE;RDTSC (x86-64),
  * CNTVCT_EL0 (arm64), clock_gettime(CLOCK_MONOTONIC) through the vDSO, perf
  * read(2) of a perf event fd, and perf mmap self-monitoring: the seqlock read
@@ -269,6 +276,8 @@ LOOP(driver, unhalted_core())
 LOOP(selfmon, unhalted_core())
 LOOP(window, cycles_window_read(&bench_win, CYCLES_CORE))
 LOOP(window_cpu, cycles_window_read(&bench_win, CYCLES_CORE))
+LOOP(window_fixed, cycles_window_read_fixed(&bench_win, CYCLES_CORE))
+LOOP(window_cpu_fixed, cycles_window_read_fixed(&bench_win, CYCLES_CORE))
 #if defined(__x86_64__)
 LOOP(bare, cycles_rdpmc((unsigned int)bare_index))
 LOOP(rdtsc, rdtsc())
@@ -335,12 +344,58 @@ static const char *probe_driver(void)
 	return NULL;
 }
 
+static const char *probe_selfmon(void);
+
+static int module_loaded(void)
+{
+	return access(CYCLES_SYSFS_DIR, F_OK) == 0;
+}
+
+/*
+ * Without the module: the instruction alone, with the EL0 access perf
+ * grants this thread for its self-monitoring events (cycles.h's, on the
+ * thread scope); x86: RDPMC of the index perf gives this thread's cycles.
+ */
+static const char *probe_bare_self(void)
+{
+	struct cycles_window w;
+	const char *why = probe_selfmon();
+	volatile int ok = 0;
+
+	if (why)
+		return why;
+	if (cycles_window_begin(&w) < 0)
+		return "cycles_window_begin() failed: cycles is not on a counter now";
+	cycles_window_end(&w);
+#if defined(__x86_64__)
+	bare_index = (int)w.hw[CYCLES_CORE];
+#endif
+	fault_armed = 1;
+	if (!sigsetjmp(fault_jmp, 1)) {
+#if defined(__x86_64__)
+		sink = cycles_rdpmc((unsigned int)bare_index);
+#else
+		sink = cycles_read_pmccntr();
+#endif
+		ok = 1;
+	}
+	fault_armed = 0;
+	return ok ? NULL : "the bare read faulted (no user access)";
+}
+
 static const char *probe_bare(void)
 {
 #if defined(__aarch64__)
-	int idx = cycles_cycle_index();
+	int idx;
 #endif
-	const char *why = probe_driver();
+	const char *why;
+
+	if (!module_loaded())
+		return probe_bare_self();
+#if defined(__aarch64__)
+	idx = cycles_cycle_index();
+#endif
+	why = probe_driver();
 
 	if (why)
 		return why;
@@ -380,6 +435,54 @@ static const char *probe_window(void)
 		return why;
 	if (cycles_window_begin(&bench_win) < 0)
 		return "cycles_window_begin() failed (an event not on a counter now)";
+	cycles_window_end(&bench_win);
+	return NULL;
+}
+
+/* Where cycles is for a fixed window that could not begin, and why. */
+#if defined(__x86_64__)
+#define FIXED_NAME	"fixed counter 1 (RDPMC 0x40000001)"
+#else
+#define FIXED_NAME	"PMCCNTR_EL0"
+#endif
+
+static char fixed_reason[REASON_LEN];
+
+static const char *not_fixed(const char *path)
+{
+	unsigned int hw = bench_win.hw[CYCLES_CORE];
+
+	if (cycles_window_begin(&bench_win) < 0)
+		return "cycles_window_begin() failed";
+	cycles_window_end(&bench_win);
+	snprintf(fixed_reason, sizeof(fixed_reason),
+		 "%s: cycles is not on " FIXED_NAME " here but on hw %u%s", path,
+		 hw, module_loaded() && !strcmp(path, "perf") ?
+		 " (the module holds it)" : "");
+	return fixed_reason;
+}
+
+static const char *probe_window_fixed(void)
+{
+	const char *why = probe_selfmon();
+
+	if (why)
+		return why;
+	if (cycles_window_begin_fixed(&bench_win, CYCLES_FIXED(CYCLES_CORE)) < 0)
+		return not_fixed("perf");
+	cycles_window_end(&bench_win);
+	return NULL;
+}
+
+static const char *probe_window_cpu_fixed(void)
+{
+	const char *why = probe_driver();
+
+	if (why)
+		return why;
+	use_scope(CYCLES_SCOPE_CPU_ID);
+	if (cycles_window_begin_fixed(&bench_win, CYCLES_FIXED(CYCLES_CORE)) < 0)
+		return not_fixed("module");
 	cycles_window_end(&bench_win);
 	return NULL;
 }
@@ -432,8 +535,12 @@ struct path {
 	int perf;	/* opens perf: run after the driver's reads (arm64: a perf
 			 * event's start closes the driver's user access a while) */
 	int scope;	/* the cycles.h scope it reads, or SCOPE_ANY */
-	int window;	/* reads inside bench_win: begun around its runs */
+	int window;	/* reads inside bench_win, begun around its runs:
+			 * WINDOW, or FIXED (begun for the fixed read of cycles) */
 };
+
+#define WINDOW	1
+#define FIXED	2
 
 #if defined(__x86_64__)
 #define X86(fn)		fn
@@ -454,7 +561,9 @@ static const struct path paths[] = {
 	{ "driver", "cycles.h cycles_read(), module path (guarded)", probe_driver, run_driver, 0,
 	  CPU_SCOPE, 0 },
 	{ "window-cpu", "cycles.h cycles_window_read(), module path", probe_window_cpu,
-	  run_window_cpu, 0, CPU_SCOPE, 1 },
+	  run_window_cpu, 0, CPU_SCOPE, WINDOW },
+	{ "window-cpu-fixed", "cycles.h cycles_window_read_fixed(), module path",
+	  probe_window_cpu_fixed, run_window_cpu_fixed, 0, CPU_SCOPE, FIXED },
 #if defined(__x86_64__)
 	{ "bare", "RDPMC of the published index alone", probe_bare, run_bare, 0, SCOPE_ANY, 0 },
 #else
@@ -466,14 +575,20 @@ static const struct path paths[] = {
 	{ "cntvct", "mrs CNTVCT_EL0", ARM64_PROBE, ARM64(run_cntvct), 0, SCOPE_ANY, 0 },
 	{ "clock_gettime", "clock_gettime(CLOCK_MONOTONIC), vDSO", probe_vdso,
 	  run_clock_gettime, 0, SCOPE_ANY, 0 },
+	/*
+	 * cycles.h's events before readbench's own (perf-mmap, perf-read):
+	 * perf gives PMCCNTR_EL0 to the first cycles event of the thread.
+	 */
+	{ "selfmon", "cycles.h cycles_read(), perf self-monitoring path", probe_selfmon,
+	  run_selfmon, 1, THREAD_SCOPE, 0 },
+	{ "window", "cycles.h cycles_window_read(), perf self-monitoring path", probe_window,
+	  run_window, 1, THREAD_SCOPE, WINDOW },
+	{ "window-fixed", "cycles.h cycles_window_read_fixed(), perf self-monitoring path",
+	  probe_window_fixed, run_window_fixed, 1, THREAD_SCOPE, FIXED },
 	{ "perf-mmap", "perf mmap self-monitoring (seqlock + RDPMC/mrs)", probe_perf_mmap,
 	  run_perf_mmap, 1, SCOPE_ANY, 0 },
 	{ "perf-read", "perf read(2) of the event fd", probe_perf_read, run_perf_read, 1,
 	  SCOPE_ANY, 0 },
-	{ "selfmon", "cycles.h cycles_read(), perf self-monitoring path", probe_selfmon,
-	  run_selfmon, 1, THREAD_SCOPE, 0 },
-	{ "window", "cycles.h cycles_window_read(), perf self-monitoring path", probe_window,
-	  run_window, 1, THREAD_SCOPE, 1 },
 };
 
 /*
@@ -484,7 +599,9 @@ static const struct path paths[] = {
 static int prepare(const struct path *p)
 {
 	use_scope(p->scope);
-	if (p->window && cycles_window_begin(&bench_win) < 0)
+	if (p->window &&
+	    cycles_window_begin_fixed(&bench_win, p->window == FIXED ?
+				      CYCLES_FIXED(CYCLES_CORE) : 0) < 0)
 		return -1;
 	return 0;
 }
@@ -614,10 +731,54 @@ static int bench_ns(long runs, long ms)
  * whatever scope this thread's cycles.h state is in (the paths change it),
  * under this program's fault handler; the generation around each window
  * says whether the index still holds.
+ *
+ * Without the module (so that cycles.h's self-monitoring cycles event can
+ * have PMCCNTR_EL0, which the module holds while loaded): a perf
+ * instructions event of this thread, user space only, read with read(2);
+ * its time_enabled and time_running around each window say whether it
+ * counted all of it. Its EL0 instructions around the reads are the same
+ * in every window: the 2n - n difference cancels them, as the module
+ * instrument's.
  */
 
 static uint64_t insn_mask = ~0ull;
 static unsigned int instr_hw = CYCLES_HW_NONE;
+static int instr_fd = -1;	/* the perf instrument, -1: the module's */
+static char instr_reason[REASON_LEN];
+
+/* Open the perf instrument: NULL, or why not. */
+static const char *perf_instrument_open(void)
+{
+	struct perf_event_attr attr;
+
+	memset(&attr, 0, sizeof(attr));
+	attr.size = sizeof(attr);
+	attr.type = PERF_TYPE_HARDWARE;
+	attr.config = PERF_COUNT_HW_INSTRUCTIONS;
+	attr.exclude_kernel = 1;
+	attr.exclude_hv = 1;
+	attr.read_format = PERF_FORMAT_TOTAL_TIME_ENABLED |
+			   PERF_FORMAT_TOTAL_TIME_RUNNING;
+	instr_fd = (int)syscall(SYS_perf_event_open, &attr, 0, -1, -1, 0);
+	if (instr_fd < 0) {
+		snprintf(instr_reason, sizeof(instr_reason),
+			 "simple-pmu: module not loaded, and perf_event_open "
+			 "instructions: %s", strerror(errno));
+		return instr_reason;
+	}
+	return NULL;
+}
+
+/* The perf instrument's count, *dt its time_enabled - time_running. */
+static CYCLES_INLINE uint64_t perf_instrument(uint64_t *dt)
+{
+	uint64_t v[3] = { 0, 0, 1 };
+
+	if (read(instr_fd, v, sizeof(v)) != sizeof(v))
+		v[0] = 0;
+	*dt = v[1] - v[2];
+	return v[0];
+}
 
 static CYCLES_INLINE uint64_t instrument(void)
 {
@@ -654,6 +815,22 @@ static uint64_t insns_of(void (*run)(long), long n, long windows)
 			fault_armed = 0;
 			return 0;
 		}
+	}
+	while (instr_fd >= 0 && w < windows) {
+		uint64_t da, db;
+
+		a = perf_instrument(&da);
+		run(n);
+		b = perf_instrument(&db);
+		if (!a || !b) {
+			fault_armed = 0;
+			return 0;
+		}
+		if (da != db)	/* off its counter for part of the window */
+			continue;
+		if (b - a < best)
+			best = b - a;
+		w++;
 	}
 	while (w < windows) {
 		gen = instrument_generation();
@@ -694,7 +871,8 @@ static int insns_path(const struct path *p, long reads, long windows)
 	p2 = insns_of(p->run, 2 * reads, windows);
 	held = finish(p);
 	if (!e1 || !e2 || !p1 || !p2) {
-		printf("unavailable path=%s reason=the driver's reads kept faulting\n", p->name);
+		printf("unavailable path=%s reason=the instrument's reads kept %s\n", p->name,
+		       instr_fd >= 0 ? "failing" : "faulting");
 		return 1;
 	}
 	/* A window's validity does not change what a read costs: said, not used. */
@@ -712,6 +890,8 @@ static const char *probe_instrument(void)
 	uint64_t start = now_ns();
 	const char *why;
 
+	if (!module_loaded())
+		return perf_instrument_open();
 	while ((why = probe_driver()) != NULL && strstr(why, "faulted") &&
 	       now_ns() - start < FAULT_WAIT_NS)
 		;
@@ -734,8 +914,9 @@ static int bench_insns(long reads, long windows)
 	}
 	if (cycles_attr_long("event_width", 64) == 32)
 		insn_mask = 0xffffffffull;
-	printf("ring=%ld reads=%ld windows=%ld cpu=%d\n", cycles_attr_long("ring", -1),
-	       reads, windows, sched_getcpu());
+	printf("ring=%ld reads=%ld windows=%ld cpu=%d instrument=%s\n",
+	       cycles_attr_long("ring", -1), reads, windows, sched_getcpu(),
+	       instr_fd >= 0 ? "perf" : "module");
 	/* The perf paths last: their events close the driver's access a while. */
 	for (pass = 0; pass < 2; pass++) {
 		for (i = 0; i < NR_PATHS; i++) {

@@ -76,15 +76,47 @@
  *	}
  *
  * cycles_window_end() returns 0 (invalid: discard the window) when its
- * begin failed, when perf's `lock` of any event changed (it was moved,
- * stopped, multiplexed, rescheduled: the raw values belong to different
- * counter states) or, on the module path, when this CPU or its generation
- * differs at the end from the begin (both taken on one CPU) or a read
- * faulted; else CYCLES_VALID, with CYCLES_EXACT on the perf path and on
- * the module path only for a pinned window on arm64 >= 5.17 (a move to
- * another CPU and back inside an unpinned window is not seen). Reads
+ * begin failed, when perf's `lock` or `index` of any event changed (it was
+ * moved, stopped, multiplexed, rescheduled: the raw values belong to
+ * different counter states) or, on the module path, when this CPU or its
+ * generation differs at the end from the begin (both taken on one CPU) or
+ * a read faulted; else CYCLES_VALID, with CYCLES_EXACT on the perf path
+ * and on the module path only for a pinned window on arm64 >= 5.17 (a move
+ * to another CPU and back inside an unpinned window is not seen). Reads
  * inside a window are raw counter values: take differences with
  * cycles_window_delta() (modulo the counter's width).
+ *
+ * cycles_window_read() looks up, at each read, the register the counter
+ * sits on (arm64: PMCCNTR_EL0 or one of 31 PMEVCNTR<n>_EL0, each its own
+ * mrs: a compare and a jump table; x86: a load of the RDPMC operand). A
+ * counter that has an architectural fixed register can be read as the
+ * bare instruction alone, no load, no branch, when the window is begun
+ * for it:
+ *
+ *	if (cycles_window_begin_fixed(&w, CYCLES_FIXED(CYCLES_CORE)) == 0) {
+ *		a = cycles_window_read_fixed(&w, CYCLES_CORE);	// mrs / rdpmc
+ *		work();
+ *		b = cycles_window_read_fixed(&w, CYCLES_CORE);
+ *		if (cycles_window_end(&w) & CYCLES_VALID)
+ *			n = cycles_window_delta(&w, CYCLES_CORE, a, b);
+ *	}
+ *
+ * The fixed registers: core cycles on arm64 PMCCNTR_EL0 (perf's mmap index
+ * 32; perf puts a cycles event there when it is free; the module takes it
+ * at load) and on x86 fixed counter 1 (RDPMC 0x40000001); x86 also has
+ * instructions on fixed counter 0 and reference cycles on fixed counter 2.
+ * The counter argument of cycles_window_read_fixed() must be a constant
+ * with a fixed register here (anything else does not compile). The begin
+ * fails (-1, and the window ends invalid) unless each counter of the mask
+ * sits on its fixed register now: perf put this thread's cycles event on
+ * a general counter (arm64: PMCCNTR_EL0 is taken, e.g. by the module; x86:
+ * the NMI watchdog holds fixed counter 1), the module's counter is on
+ * another register on this CPU, or the path has no user reads. Then use
+ * cycles_window_begin() and cycles_window_read(). A move off the fixed
+ * register during the window changes perf's `lock` and `index` (or the
+ * module's generation or CPU): the end says 0, as for any window. Read
+ * with cycles_window_read_fixed() only the counters named at the begin:
+ * the end cannot see which reads were made.
  *
  * Never killed: reads that can fault (the module path: x86 RDPMC where
  * CR4.PCE is off, arm64 mrs where PMUSERENR was cleared) run under a guard.
@@ -1698,6 +1730,8 @@ static CYCLES_INLINE counter_t unhalted_ref(void)
 struct cycles_window {
 	int path;
 	int begun;			/* begin succeeded: end may be valid */
+	unsigned int fixed;		/* CYCLES_FIXED() mask asked at begin */
+	unsigned int on_fixed;		/* the counters on their fixed register */
 	int guarded;			/* module path: the guard is on */
 	int pinned;			/* module path: affinity is one CPU */
 	int cpu;			/* module path */
@@ -1707,6 +1741,66 @@ struct cycles_window {
 	unsigned int seq[CYCLES_NR_COUNTERS];
 	const struct perf_event_mmap_page *pc[CYCLES_NR_COUNTERS];
 };
+
+/* A counter's bit in the mask of cycles_window_begin_fixed(). */
+#define CYCLES_FIXED(which)	(1U << (which))
+
+#if defined(__x86_64__)
+/* Fixed counters: 0 instructions, 1 core cycles, 2 reference cycles. */
+#define CYCLES_FIXED_COUNTERS	(CYCLES_FIXED(CYCLES_CORE) |		\
+				 CYCLES_FIXED(CYCLES_INSN) |		\
+				 CYCLES_FIXED(CYCLES_REF))
+#define CYCLES_FIXED_HW(which)						\
+	(CYCLES_RDPMC_FIXED | ((which) == CYCLES_CORE ? 1U :		\
+			       (which) == CYCLES_INSN ? 0U : 2U))
+#else
+/* PMCCNTR_EL0 counts core cycles; the event counters have no fixed role. */
+#define CYCLES_FIXED_COUNTERS	CYCLES_FIXED(CYCLES_CORE)
+#define CYCLES_FIXED_HW(which)	((void)(which), CYCLES_CYCLE_COUNTER)
+#endif
+
+/*
+ * 0, or a build error when @which is not a constant or names a counter
+ * without a fixed register here (a bit-field's width must be a constant,
+ * and not negative).
+ */
+#define CYCLES_FIXED_CHECK(which)					\
+	(0 * sizeof(struct {						\
+		int cycles_fixed_counter :				\
+			((which) >= 0 && (which) < CYCLES_NR_COUNTERS &&	\
+			 ((CYCLES_FIXED_COUNTERS >> (which)) & 1)) ? 1 : -1; \
+	}))
+
+/* The fixed register of @which (a constant): the bare instruction. */
+#if defined(__x86_64__)
+#define cycles_fixed_read(which)					\
+	cycles_rdpmc((unsigned int)(CYCLES_FIXED_HW(which) +		\
+				    CYCLES_FIXED_CHECK(which)))
+#else
+#define cycles_fixed_read(which)					\
+	(CYCLES_FIXED_CHECK(which) + cycles_read_pmccntr())
+#endif
+
+/* The hw operand of @which's fixed register, CYCLES_HW_NONE if none. */
+static inline unsigned int cycles_fixed_hw(int which)
+{
+	if (which < 0 || which >= CYCLES_NR_COUNTERS ||
+	    !((CYCLES_FIXED_COUNTERS >> which) & 1))
+		return CYCLES_HW_NONE;
+	return CYCLES_FIXED_HW(which);
+}
+
+/* The mask of @w's counters that sit on their fixed register. */
+static inline unsigned int cycles_window_on_fixed(const struct cycles_window *w)
+{
+	unsigned int mask = 0;
+	int i;
+
+	for (i = 0; i < CYCLES_NR_COUNTERS; i++)
+		if (w->hw[i] != CYCLES_HW_NONE && w->hw[i] == cycles_fixed_hw(i))
+			mask |= CYCLES_FIXED(i);
+	return mask;
+}
 
 /* Sample `lock`, `index` and `pmc_width` of one page, consistently. */
 static inline void cycles_window_page(struct cycles_window *w, int i)
@@ -1730,8 +1824,9 @@ static inline void cycles_window_page(struct cycles_window *w, int i)
 
 /*
  * Sample every mapped page of a perf-path window (w->pc[]); mark it begun
- * only if each one is on a counter this thread may read now and there is
- * a cycles page. 0, or -1 (the window is invalid: its end says 0).
+ * only if each one is on a counter this thread may read now, there is a
+ * cycles page and each counter of w->fixed sits on its fixed register.
+ * 0, or -1 (the window is invalid: its end says 0).
  */
 static inline int cycles_window_pages(struct cycles_window *w)
 {
@@ -1750,6 +1845,9 @@ static inline int cycles_window_pages(struct cycles_window *w)
 	}
 	if (!w->pc[CYCLES_CORE])
 		return -1;
+	w->on_fixed = cycles_window_on_fixed(w);
+	if (w->fixed & ~w->on_fixed)
+		return -1;
 	w->begun = 1;
 	return 0;
 }
@@ -1762,7 +1860,8 @@ static inline int cycles_window_pages(struct cycles_window *w)
  * window is never CYCLES_EXACT, since a move to another CPU and back
  * between its edges cannot be seen (a move that stays is: its end says 0).
  */
-static inline int cycles_window_begin(struct cycles_window *w)
+static inline int cycles_window_begin_mask(struct cycles_window *w,
+					   unsigned int fixed)
 {
 	struct cycles_thread *t = cycles_thread();
 	struct cycles_state *st;
@@ -1770,6 +1869,7 @@ static inline int cycles_window_begin(struct cycles_window *w)
 	int i, idx, tries;
 
 	memset(w, 0, sizeof(*w));
+	w->fixed = fixed;
 	w->path = t->path;
 	w->cpu = -1;
 	for (i = 0; i < CYCLES_NR_COUNTERS; i++)
@@ -1821,7 +1921,9 @@ static inline int cycles_window_begin(struct cycles_window *w)
 		w->width[CYCLES_INSN] = ew > 0 && ew <= 64 ? (unsigned int)ew : 32;
 	}
 #endif
-	if (!w->generation || w->hw[CYCLES_CORE] == CYCLES_HW_NONE)
+	w->on_fixed = cycles_window_on_fixed(w);
+	if (!w->generation || w->hw[CYCLES_CORE] == CYCLES_HW_NONE ||
+	    (w->fixed & ~w->on_fixed))
 		return -1;
 	cycles_guard_begin(t);
 	w->guarded = 1;
@@ -1829,17 +1931,45 @@ static inline int cycles_window_begin(struct cycles_window *w)
 	return 0;
 }
 
+static inline int cycles_window_begin(struct cycles_window *w)
+{
+	return cycles_window_begin_mask(w, 0);
+}
+
 /*
- * A raw counter value inside a window: the bare instruction. 0 for a
- * counter the window has none of. Only differences mean anything.
+ * Begin a window whose reads of the counters in @fixed (CYCLES_FIXED(),
+ * or-ed) are cycles_window_read_fixed(): as cycles_window_begin(), and -1
+ * unless each of them sits on its fixed register now (w->on_fixed says
+ * which do). A failed begin needs no end; its end says 0.
+ */
+static inline int cycles_window_begin_fixed(struct cycles_window *w,
+					    unsigned int fixed)
+{
+	return cycles_window_begin_mask(w, fixed);
+}
+
+/*
+ * A raw counter value inside a window: the read instruction of the
+ * counter's register, chosen at run time. 0 for a counter the window has
+ * none of. Only differences mean anything.
  */
 static CYCLES_INLINE counter_t cycles_window_read(const struct cycles_window *w,
 						  int which)
 {
+#if defined(__x86_64__)
 	if (__builtin_expect(w->hw[which] == CYCLES_HW_NONE, 0))
 		return 0;
+#endif
+	/* arm64: CYCLES_HW_NONE is no register: the switch's 0. */
 	return cycles_hw_read(w->hw[which]);
 }
+
+/*
+ * A raw value of @which (a constant: CYCLES_CORE; x86 also CYCLES_INSN,
+ * CYCLES_REF) inside a window begun with cycles_window_begin_fixed() for
+ * it: the bare instruction of its fixed register, nothing else.
+ */
+#define cycles_window_read_fixed(w, which)	((void)(w), cycles_fixed_read(which))
 
 /* b - a for two reads of @which in one window, modulo its width. */
 static inline counter_t cycles_window_delta(const struct cycles_window *w,
@@ -1875,11 +2005,14 @@ static inline unsigned int cycles_window_end(struct cycles_window *w)
 	if (!w->begun)
 		return 0;
 	if (w->path == CYCLES_PATH_PERF_MMAP) {
-		for (i = 0; i < CYCLES_NR_COUNTERS; i++)
-			if (w->pc[i] &&
-			    ((const volatile struct perf_event_mmap_page *)
-			     w->pc[i])->lock != w->seq[i])
+		for (i = 0; i < CYCLES_NR_COUNTERS; i++) {
+			const volatile struct perf_event_mmap_page *pc = w->pc[i];
+
+			/* perf writes `index` under `lock`: both, to be sure. */
+			if (pc && (pc->lock != w->seq[i] ||
+				   pc->index != w->hw[i] + 1))
 				return 0;
+		}
 		return CYCLES_VALID | CYCLES_EXACT;
 	}
 	if (w->path != CYCLES_PATH_MODULE)

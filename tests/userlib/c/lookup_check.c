@@ -23,6 +23,11 @@
  *              after its end       -> begin=B kept=K
  *   emptywin   a module-path window with no read in it (so nothing
  *              faults)         -> begin=B end=E cpu=C gen=G
+ *   fbegin     cycles_window_begin_fixed() for cycles (the window stays
+ *              open)           -> begin=B on_fixed=M
+ *   fread      cycles_window_read_fixed() of cycles in it (only after a
+ *              begin of 0)     -> value=V faulted=F
+ *   fend       its end         -> end=E
  *   read WHAT  cycles_read() of CYCLES_CORE, _INSN or _REF (WHAT: core,
  *              insn, ref)      -> value=V flags=F | none (nothing read)
  *              | fault rdpmc ecx=E (the guard caught a fault at the read
@@ -149,6 +154,16 @@ static void empty_window(void)
 	       w.generation);
 }
 
+/* A fixed-read window of cycles, open across commands. */
+static struct cycles_window fixed_win;
+
+static void fixed_read(void)
+{
+	volatile counter_t v = cycles_window_read_fixed(&fixed_win, CYCLES_CORE);
+
+	printf("value=%llu faulted=%d\n", (counter_t)v, (int)cycles_tls.faulted);
+}
+
 int main(void)
 {
 	char line[128], what[16];
@@ -173,6 +188,14 @@ int main(void)
 			printf("%s\n", rc == 0 ? "ok" : "err");
 		} else if (!strcmp(line, "ownlate\n")) {
 			own_late();
+		} else if (!strcmp(line, "fbegin\n")) {
+			rc = cycles_window_begin_fixed(&fixed_win,
+						       CYCLES_FIXED(CYCLES_CORE));
+			printf("begin=%d on_fixed=%u\n", rc, fixed_win.on_fixed);
+		} else if (!strcmp(line, "fread\n")) {
+			fixed_read();
+		} else if (!strcmp(line, "fend\n")) {
+			printf("end=%u\n", cycles_window_end(&fixed_win));
 		} else if (!strcmp(line, "emptywin\n")) {
 			empty_window();
 		} else if (!strcmp(line, "avail\n")) {

@@ -361,6 +361,94 @@ static void case_window_begin_failed(const char *name)
 	CHECK(name, cycles_window_end(&w) == 0, "no cycles page, end valid");
 }
 
+/* perf's mmap `index` of core cycles on its fixed register: hw + 1. */
+#if defined(__x86_64__)
+#define FIXED_CYCLES_INDEX	((1U << 30) + 1 + 1)	/* fixed counter 1 */
+#else
+#define FIXED_CYCLES_INDEX	32			/* PMCCNTR_EL0 */
+#endif
+
+/*
+ * A window begun for the fixed read of cycles: only with cycles on its
+ * fixed register at begin; invalid at the end when perf moved it off (its
+ * `index` changes, under `lock`), even if the `lock` looks unchanged.
+ */
+static void case_window_fixed(const char *name)
+{
+	struct perf_event_mmap_page cyc, ins;
+	struct cycles_window w;
+
+	page_init(&cyc, FIXED_CYCLES_INDEX, 0, 64);
+	page_init(&ins, 3, 0, 32);
+	memset(&w, 0, sizeof(w));
+	w.path = CYCLES_PATH_PERF_MMAP;
+	w.fixed = CYCLES_FIXED(CYCLES_CORE);
+	w.pc[CYCLES_CORE] = &cyc;
+	w.pc[CYCLES_INSN] = &ins;
+	CHECK(name, cycles_window_pages(&w) == 0, "cycles on its fixed register: "
+	      "begin failed");
+	CHECK(name, w.on_fixed == CYCLES_FIXED(CYCLES_CORE), "on_fixed %#x",
+	      w.on_fixed);
+	CHECK(name, cycles_window_end(&w) == (CYCLES_VALID | CYCLES_EXACT),
+	      "an undisturbed fixed window is not valid");
+	/* perf moves cycles to a general counter: lock and index change. */
+	cyc.lock += 2;
+	cyc.index = 4;
+	CHECK(name, cycles_window_end(&w) == 0,
+	      "a fixed window whose cycles moved off its register is valid");
+	/* The index alone (a torn sample would be the only way): invalid. */
+	cyc.lock -= 2;
+	CHECK(name, cycles_window_end(&w) == 0,
+	      "a fixed window whose index changed is valid");
+	cyc.index = FIXED_CYCLES_INDEX;
+	ins.index = 5;
+	CHECK(name, cycles_window_end(&w) == 0,
+	      "a window whose instructions index changed is valid");
+}
+
+/*
+ * Cycles not on its fixed register at begin (perf put it on a general
+ * counter, e.g. the module holds PMCCNTR_EL0): a fixed begin fails and
+ * its end says 0, even with every `lock` unchanged; a plain window on the
+ * same pages is fine. A counter without a fixed register (arm64:
+ * instructions) can never be asked for.
+ */
+static void case_window_not_fixed(const char *name)
+{
+	struct perf_event_mmap_page cyc, ins;
+	struct cycles_window w;
+
+	page_init(&cyc, 3, 0, 32);	/* cycles on general counter 2 */
+	page_init(&ins, 4, 0, 32);
+	memset(&w, 0, sizeof(w));
+	w.path = CYCLES_PATH_PERF_MMAP;
+	w.fixed = CYCLES_FIXED(CYCLES_CORE);
+	w.pc[CYCLES_CORE] = &cyc;
+	w.pc[CYCLES_INSN] = &ins;
+	CHECK(name, cycles_window_pages(&w) == -1,
+	      "cycles on a general counter: fixed begin succeeded");
+	CHECK(name, !(w.on_fixed & CYCLES_FIXED(CYCLES_CORE)), "on_fixed %#x",
+	      w.on_fixed);
+	CHECK(name, cycles_window_end(&w) == 0,
+	      "fixed begin failed, end valid: %#x", cycles_window_end(&w));
+	w.fixed = 0;
+	CHECK(name, cycles_window_pages(&w) == 0 &&
+	      cycles_window_end(&w) == (CYCLES_VALID | CYCLES_EXACT),
+	      "a plain window on a general counter is not valid");
+	/* Instructions: x86 fixed counter 0 (index 1 << 30 | 0, + 1). */
+	page_init(&cyc, FIXED_CYCLES_INDEX, 0, 64);
+	page_init(&ins, (1U << 30) + 1, 0, 48);
+	w.fixed = CYCLES_FIXED(CYCLES_CORE) | CYCLES_FIXED(CYCLES_INSN);
+#if defined(__x86_64__)
+	CHECK(name, cycles_window_pages(&w) == 0 &&
+	      cycles_window_end(&w) == (CYCLES_VALID | CYCLES_EXACT),
+	      "x86: cycles on fixed 1, instructions on fixed 0: not valid");
+#else
+	CHECK(name, cycles_window_pages(&w) == -1 && cycles_window_end(&w) == 0,
+	      "arm64: a fixed read of instructions was granted");
+#endif
+}
+
 static const struct {
 	const char *name;
 	void (*run)(const char *name);
@@ -376,6 +464,8 @@ static const struct {
 	{ "multiplexed", case_multiplexed },
 	{ "window", case_window },
 	{ "window_begin_failed", case_window_begin_failed },
+	{ "window_fixed", case_window_fixed },
+	{ "window_not_fixed", case_window_not_fixed },
 };
 
 int main(int argc, char **argv)
