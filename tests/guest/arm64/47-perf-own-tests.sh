@@ -81,7 +81,11 @@ perf_own() {
 	# Colour and cursor codes, in case perf decides the output is a terminal.
 	_o=$(echo "$_o" | tr -d '\033\r' | sed 's/\[[0-9;]*[A-Za-z]//g')
 	[ $_rc = 0 ] || fail "$1: perf test exited $_rc: $_o"
-	echo "$_o" | grep -E "(FAILED|[Ss]kip|[Ee]rror)" &&
+	# A subtest's verdict follows its name and a colon ("Skip (permissions)",
+	# "FAILED!"); perf 7.x adds a summary ("Skipped tests     : 0", "Failed tests : 0").
+	echo "$_o" | grep -E ": *(FAILED|[Ss]kip)" &&
+		fail "$1: perf's own test did not pass: $_o"
+	echo "$_o" | grep -E "^(Failed|Skipped) tests *: *[1-9]" &&
 		fail "$1: perf's own test did not pass: $_o"
 	for _what in instructions cycles; do
 		echo "$_o" | grep -qE "^ *[0-9.]+: $TESTS of $_what +: Ok *\$" ||
