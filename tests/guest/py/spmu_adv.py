@@ -4,7 +4,10 @@ known_loop(N) with measure(scope=SCOPE). A block that is ok must count the same
 instructions as every other ok block, at least 2N; the others are flagged. Prints
 "scope=S backend=B runs=R valid=V flagged=F count=C"; "FAIL: ..." and exit 1 on an ok
 block with another count; "SKIP: ..." and exit 3 when no ok block could be measured
-because the scope is refused here (its reason printed)."""
+because the scope is refused here (its reason printed).
+ADV_AT_LEAST=1 (47-perf-own-tests.sh): an ok block must count at least 2N; blocks that
+count more than the smallest are counted ("over=") instead of failing (the module's
+CPU-wide count while other programs share the CPU counts theirs too)."""
 import os
 import sys
 
@@ -14,7 +17,9 @@ import simple_pmu
 def main() -> int:
     cpu, scope, n, runs = int(sys.argv[1]), sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
     os.sched_setaffinity(0, {cpu})
+    at_least = bool(os.environ.get("ADV_AT_LEAST"))
     want, valid, flagged, backend, reason = None, 0, 0, None, None
+    counts = []
     for i in range(runs):
         with simple_pmu.measure(scope=scope) as m:
             simple_pmu.known_loop(n)
@@ -24,6 +29,9 @@ def main() -> int:
             reason = m.reason
             continue
         valid += 1
+        if at_least and m.instructions >= 2 * n:
+            counts.append(m.instructions)
+            continue
         if want is None:
             want = m.instructions
         if m.instructions != want or m.instructions < 2 * n:
@@ -33,6 +41,11 @@ def main() -> int:
     if not valid:
         print(f"SKIP: measure(scope={scope!r}) never ok here (backend {backend}): {reason}")
         return 3
+    if at_least and counts:
+        want = min(counts)
+        print(f"scope={scope} backend={backend} runs={runs} valid={valid} flagged={flagged} "
+              f"count={want} over={sum(c > want for c in counts)}")
+        return 0
     print(f"scope={scope} backend={backend} runs={runs} valid={valid} flagged={flagged} "
           f"count={want}")
     return 0
