@@ -10,7 +10,13 @@
 # count is global under -icount, so a second online vCPU's instructions (a timer
 # interrupt on cpu0) land in cpu1's windows; with one CPU a valid window is exact.
 . /tests/lib.sh
-[ -d $SYSFS ] || fail "module not loaded"
+# Loaded here (45 unloads it at its end) and unloaded again after, as 44 and 45 do.
+loaded=
+if [ ! -d $SYSFS ]; then
+	modprobe $MOD || fail "modprobe $MOD"
+	loaded=1
+fi
+[ -d $SYSFS ] || fail "module not loaded: no $SYSFS after modprobe"
 CPU=0
 PUA=/proc/sys/kernel/perf_user_access
 if [ -f $PUA ]; then
@@ -18,7 +24,7 @@ if [ -f $PUA ]; then
 	echo 1 > $PUA
 fi
 churn_pid=
-trap '[ -n "$churn_pid" ] && kill $churn_pid 2>/dev/null; [ -n "$pua0" ] && echo "$pua0" > $PUA; others_online' EXIT
+trap '[ -n "$churn_pid" ] && kill $churn_pid 2>/dev/null; [ -n "$pua0" ] && echo "$pua0" > $PUA; others_online; [ -z "$loaded" ] || rmmod $MOD' EXIT
 others_offline
 
 # spmu_spin(N) windows: small N keeps TCG time low; 500 pairs = 1000 reads a window.
