@@ -116,3 +116,60 @@ def test_multiplexed_and_never_scheduled(perf_read_report, simple_pmu, monkeypat
         pass
     assert m.cycles is None and m.instructions is None and m.running_ratio == 0.0
     assert m.reason.code == "perf_not_scheduled"
+
+
+class _FakePage:
+    """A self-monitoring page whose reads retry when told to (perf updated it mid-read)."""
+
+    def __init__(self, retries: list[int]) -> None:
+        self.retries, self.last_retries, self.value = retries, 0, 0
+
+    def read(self) -> int:
+        self.last_retries = self.retries.pop(0)
+        self.value += 100
+        return self.value
+
+
+@pytest.fixture
+def perf_rdpmc_pages(simple_pmu, monkeypatch, perf):
+    """perf-rdpmc usable on a software group; its pages are _FakePages, each given the
+    retries of its reads in order (first read, last read)."""
+    probe = importlib.import_module("simple_pmu._probe")
+    measure = importlib.import_module("simple_pmu._measure")
+    monkeypatch.setattr(perf, "EVENTS", dict(SOFTWARE))
+    backend = probe.Backend("perf-rdpmc", "software stand-in", True,
+                            counters=("cycles", "instructions"), scope="thread",
+                            rings=("user",))
+    others = tuple(probe.Backend(n, n, False, ("fake",)) for n in ("driver", "perf-read"))
+    report = probe.Report(probe.cpu_info(), (others[0], backend, others[1]))
+    monkeypatch.setattr(measure, "_cache", {"report": report})
+    plan: dict[str, list[int]] = {}
+
+    def on(name, fd, owns_fd=False):
+        page = _FakePage(plan[name])
+        return perf.SelfMonitor(name, fd, page, owns_fd)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(perf.SelfMonitor, "on", staticmethod(on))
+    monkeypatch.setattr(measure.SelfMonitor, "on", staticmethod(on))
+    monkeypatch.setattr(perf.SelfMonitor, "close", lambda self: None)
+    return plan
+
+
+@pytest.mark.parametrize(("cycles", "instructions", "exact"), [
+    ([0, 0], [0, 0], True),
+    ([0, 0], [0, 1], False),   # the last instructions read retried
+    ([0, 2], [0, 0], False),   # the last cycles read (before it) retried
+    ([1, 0], [0, 0], False),   # the first cycles read, after the instructions one
+])
+def test_a_retried_read_makes_the_block_not_exact(perf_rdpmc_pages, simple_pmu, cycles,
+                                                  instructions, exact):
+    perf_rdpmc_pages.update(cycles=list(cycles), instructions=list(instructions))
+    with simple_pmu.measure("perf-rdpmc") as m:
+        pass
+    assert m.ok and (m.cycles, m.instructions) == (100, 100)
+    assert m.exact is exact
+    codes = [n.code for n in m.notes]
+    assert codes == ([] if exact else ["perf_read_retried"])
+    if not exact:
+        total = sum(cycles) + sum(instructions)
+        assert f"({total} retried read(s)" in m.notes[0]
