@@ -151,9 +151,6 @@ class Reader:
     event_width: int | None = None  # arm64 driver: sysfs event_width
     x86_widths: tuple[int, int] | None = None  # x86 driver: (fixed, general) counter bits
     generation: Callable[[], int] | None = None  # driver: this CPU's generation
-    # perf-rdpmc: how many times the last reads of the pages were retried (perf updated a
-    # page mid-read, e.g. the thread was preempted there)
-    retries: Callable[[], int] | None = None
     group: PerfGroup | None = None  # perf: read(2) gives both counts and the group's times
     scope: str | None = None  # see Measurement
     rings: tuple[str, ...] | None = None
@@ -249,17 +246,13 @@ def open_reader(report: Report, backend: str | None = None,
     group = PerfGroup.open(status.counters, user_access=backend == "perf-rdpmc")
     reader.group = group
     reader._close.append(group.close)
-    pages = []
     for counter in group.names:
         if backend == "perf-rdpmc":
             monitor = SelfMonitor.on(counter, group.fd(counter))
             reader._close.insert(0, monitor.close)
             setattr(reader, counter, monitor.read)
-            pages.append(monitor.page)
         else:
             setattr(reader, counter, functools.partial(group.count, counter))
-    if pages:
-        reader.retries = lambda: sum(page.last_retries for page in pages)
     return reader
 
 
@@ -485,7 +478,7 @@ class measure:  # noqa: N801 - used as a function: with measure() as m
         self.span = span = (native.DriverSpan(reader.instructions is not None)
                             if reader.backend == "driver" and native is not None else None)
         self.pinned = PinnedCpu(reader)
-        self.i0 = self.c0 = self.retried = 0
+        self.i0 = self.c0 = 0
         try:
             result.cpu = self.pinned.__enter__().cpu
             if span is None:
@@ -499,8 +492,6 @@ class measure:  # noqa: N801 - used as a function: with measure() as m
                 if reader.group is not None:  # perf-rdpmc: the times just outside
                     self.g0 = reader.group.read()
                 self.i0, self.c0 = first_read(reader)
-                # A retried read is sampled later: the retry's instructions are counted.
-                self.retried = reader.retries() if reader.retries else 0
                 return result
             self.t0 = time.perf_counter_ns()
             try:
@@ -538,8 +529,6 @@ class measure:  # noqa: N801 - used as a function: with measure() as m
             else:
                 c1 = reader.cycles() if reader.cycles else 0
                 i1 = reader.instructions() if reader.instructions else 0
-                if reader.retries:
-                    self.retried += reader.retries()
                 if group is not None:
                     g1 = group.read()
         except CounterFault as err:  # access withdrawn during the block
@@ -583,9 +572,6 @@ class measure:  # noqa: N801 - used as a function: with measure() as m
                 return
             result.generation = after or None
             widths = reader.placed_widths(info["cycle_index"], info["insn_index"])
-        if self.retried:
-            result.exact = False
-            result.notes += (reasons.PERF_READ_RETRIED.format(retries=self.retried),)
         if reader.cycles:
             result.cycles = wrap_delta(c0, c1, widths.get("cycles", COUNTER_BITS))
         if reader.instructions:

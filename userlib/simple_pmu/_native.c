@@ -474,7 +474,6 @@ typedef struct {
 	struct perf_event_mmap_page *page;
 	size_t size;
 	unsigned long owner;
-	unsigned int retries;	/* of the last read(): times `lock` changed under it */
 } PerfPage;
 
 static int perfpage_init(PerfPage *self, PyObject *args, PyObject *kwargs)
@@ -545,13 +544,12 @@ static counter_t perfpage_hw_read(unsigned int hw, void *arg)
 
 /* cycles.h's reader of the page (the one cycles_read() uses): 1 if user reads work. */
 static int perfpage_count(const volatile struct perf_event_mmap_page *pc,
-			  unsigned long long *count, unsigned int *retries)
+			  unsigned long long *count)
 {
 	struct cycles_page_value v;
 	int rc = cycles_page_read(pc, perfpage_hw_read, NULL, &v);
 
 	*count = v.value;
-	*retries = v.retries;
 	return rc == 0;
 }
 
@@ -562,7 +560,7 @@ static PyObject *perfpage_read(PerfPage *self, PyObject *unused)
 
 	if (!perfpage_usable(self))
 		return NULL;
-	GUARDED_READ(ok, perfpage_count(self->page, &count, &self->retries),
+	GUARDED_READ(ok, perfpage_count(self->page, &count),
 		     "the perf event's counter");
 	if (!ok) {
 		PyErr_SetString(CounterUnavailable,
@@ -608,23 +606,6 @@ static PyObject *perfpage_info(PerfPage *self, PyObject *unused)
 	return d;
 }
 
-/*
- * A retried read is still this thread's count, but it was taken later, after
- * the retry's own instructions: measure() says so rather than call the count
- * exact.
- */
-static PyObject *perfpage_last_retries(PerfPage *self, void *unused)
-{
-	return PyLong_FromUnsignedLong(self->retries);
-}
-
-static PyGetSetDef perfpage_getset[] = {
-	{ "last_retries", (getter)perfpage_last_retries, NULL,
-	  "How many times the last read() found the page's lock changed and read "
-	  "again (0: read once).", NULL },
-	{ NULL }
-};
-
 static PyMethodDef perfpage_methods[] = {
 	{ "read", (PyCFunction)perfpage_read, METH_NOARGS,
 	  "read() -> int\n--\n\nThe event's count, read in user space (RDPMC or "
@@ -649,7 +630,6 @@ static PyTypeObject PerfPageType = {
 	.tp_init = (initproc)perfpage_init,
 	.tp_dealloc = (destructor)perfpage_dealloc,
 	.tp_methods = perfpage_methods,
-	.tp_getset = perfpage_getset,
 };
 
 /*

@@ -287,12 +287,6 @@ PERF_MULTIPLEXED = _t(
     " {running} ns of time_enabled {enabled} ns): the PMU was shared (multiplexed) and"
     " the counts cover only that part, unscaled",
     SHARED_PMU)
-PERF_READ_RETRIED = _t(
-    "perf_read_retried",
-    "not exact: perf updated a counter's mmap page during a read at the block's edge "
-    "({retries} retried read(s), e.g. the thread was preempted there), so the counts "
-    "include the retried read's own instructions (a few dozen)",
-    "measure again for an exact count; the counts are otherwise this thread's")
 PERF_NOT_SCHEDULED = _t(
     "perf_not_scheduled",
     "the perf events were never on the PMU during the measurement (time_running 0 of"
