@@ -97,3 +97,72 @@ def test_fails_when_the_module_does_not_load(tmp_path):
     fake(bindir, "modprobe", "echo 'modprobe: ERROR: could not insert' >&2; exit 1\n")
     r = run_script(tmp_path, SCRIPT)
     assert r.returncode == 1 and "modprobe simple-pmu" in r.stdout, r.stdout + r.stderr
+
+
+# --- tests/guest/py/spmu_adv.py against a fake simple_pmu ----------------------------
+
+FAKE_PMU = '''\
+import os
+COUNTS = [int(c) for c in os.environ["FAKE_COUNTS"].split(",")]
+BACKEND = os.environ["FAKE_BACKEND"]
+
+
+class _M:
+    def __init__(self):
+        self.backend, self.reason, self.cycles = BACKEND, None, 1
+        self.instructions = COUNTS.pop(0)
+        self.ok = self.instructions >= 0
+        if not self.ok:
+            self.reason = "flagged"
+
+
+class measure:
+    def __init__(self, scope=None):
+        pass
+
+    def __enter__(self):
+        self.m = _M()
+        return self.m
+
+    def __exit__(self, *exc):
+        return False
+
+
+def known_loop(n):
+    pass
+'''
+
+
+def spmu_adv(tmp_path, backend, counts, scope="thread"):
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+    (tmp_path / "simple_pmu.py").write_text(FAKE_PMU)
+    script = Path(__file__).resolve().parents[1] / "guest" / "py" / "spmu_adv.py"
+    env = dict(os.environ, PYTHONPATH=str(tmp_path), FAKE_BACKEND=backend,
+               FAKE_COUNTS=",".join(map(str, counts)))
+    return subprocess.run([sys.executable, str(script), "0", scope, "1000",
+                           str(len(counts))], capture_output=True, text=True, env=env,
+                          timeout=30)
+
+
+def test_spmu_adv_perf_blocks_within_the_interpreter_bound_pass(tmp_path):
+    r = spmu_adv(tmp_path, "perf-rdpmc", [17507, 17776, -1, 17600])
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "valid=3 flagged=1 count=17507 spread=269" in r.stdout
+
+
+@pytest.mark.parametrize("counts", [[17507, 17507 + 2001], [1999, 2100]],
+                         ids=["beyond-the-bound", "below-2n"])
+def test_spmu_adv_perf_blocks_off_by_more_fail(tmp_path, counts):
+    r = spmu_adv(tmp_path, "perf-rdpmc", counts)
+    assert r.returncode == 1 and r.stdout.startswith("FAIL:"), r.stdout + r.stderr
+
+
+def test_spmu_adv_driver_blocks_must_be_identical(tmp_path):
+    r = spmu_adv(tmp_path, "driver", [2412, 2413], scope="cpu")
+    assert r.returncode == 1 and "run 1 is ok with 2413" in r.stdout, r.stdout
+    r = spmu_adv(tmp_path / "ok" if (tmp_path / "ok").mkdir() is None else tmp_path,
+                 "driver", [2412, -1, 2412], scope="cpu")
+    assert r.returncode == 0 and "valid=2 flagged=1 count=2412" in r.stdout, r.stdout

@@ -71,17 +71,17 @@ measure() {
 	[ "$a" = "$b" ] || fail "ring=$1: the counts differ between two runs: first" \
 		"$(echo "$a" | grep -vxF "$b" | tr '\n' ';') second $(echo "$b" | grep -vxF "$a" | tr '\n' ';')"
 	for p in ${2:-$want}; do
-		echo "$out" | grep -q "^path=$p " || fail "ring=$1: path $p did not run: $out"
+		has "$out" "^path=$p " || fail "ring=$1: path $p did not run: $out"
 	done
 	for p in perf-mmap selfmon window window-fixed; do
-		echo "$out" | grep -q "^unavailable path=$p reason=." || [ -n "$pua0" ] ||
+		has "$out" "^unavailable path=$p reason=." || [ -n "$pua0" ] ||
 			fail "$p neither ran nor said why: $out"
 	done
 	# A window that never held in two runs: nothing says what its reads were.
 	for p in window window-cpu window-fixed window-cpu-fixed; do
-		echo "$out" | grep -q "^path=$p " || continue
-		echo "$out" | grep -q "^path=$p .*window_valid=1" ||
-			echo "$again" | grep -q "^path=$p .*window_valid=1" ||
+		has "$out" "^path=$p " || continue
+		has "$out" "^path=$p .*window_valid=1" ||
+			has "$again" "^path=$p .*window_valid=1" ||
 			fail "ring=$1: the $p window was invalid in both runs: $out"
 	done
 }

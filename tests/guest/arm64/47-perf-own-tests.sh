@@ -40,7 +40,7 @@ fi
 TESTS="User space counter reading"
 list=$(perf test list 2>&1) || fail "perf test list: $list"
 for what in instructions cycles; do
-	echo "$list" | grep -qE "^ *[0-9.]+: $TESTS of $what\$" ||
+	has "$list" -E "^ *[0-9.]+: $TESTS of $what\$" ||
 		fail "$(cat /opt/perf/VERSION): no test '$TESTS of $what' in perf test list: $list"
 done
 
@@ -88,7 +88,7 @@ perf_own() {
 	echo "$_o" | grep -E "^(Failed|Skipped) tests *: *[1-9]" &&
 		fail "$1: perf's own test did not pass: $_o"
 	for _what in instructions cycles; do
-		echo "$_o" | grep -qE "^ *[0-9.]+: $TESTS of $_what +: Ok *\$" ||
+		has "$_o" -E "^ *[0-9.]+: $TESTS of $_what +: Ok *\$" ||
 			fail "$1: no Ok from perf's '$TESTS of $_what': $_o"
 	done
 	runs=$((runs + 1))
