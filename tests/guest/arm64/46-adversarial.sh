@@ -37,6 +37,9 @@ out=${TMPDIR:-/tmp}/adv.churn
 run_reader() {
 	_name=$1
 	shift
+	# Emptied here, not only by the redirection below: that runs in the background
+	# child, maybe after the wait loop has found the last run's 'started' (host, loaded).
+	: > $out
 	perfchurn $CPU > $out 2>&1 &
 	churn_pid=$!
 	while kill -0 $churn_pid 2>/dev/null && ! grep -q '^started$' $out; do
