@@ -479,6 +479,8 @@ class measure:  # noqa: N801 - used as a function: with measure() as m
                             if reader.backend == "driver" and native is not None else None)
         self.pinned = PinnedCpu(reader)
         self.i0 = self.c0 = 0
+        self.unavailable: Reason | None = None
+        self.t0 = time.perf_counter_ns()
         try:
             result.cpu = self.pinned.__enter__().cpu
             if span is None:
@@ -498,6 +500,14 @@ class measure:  # noqa: N801 - used as a function: with measure() as m
                 span.start()  # the last thing before the block
             except CounterFault:
                 _retrying(reader, span.start)
+        except CounterUnavailable as err:
+            # Reads did not come back within the retry time (perf keeps using the PMU
+            # on that CPU): a result without counts and with the reason, as for any
+            # other failure; raised only when strict.
+            if self.strict:
+                self._close()
+                raise
+            self.unavailable = as_reason(str(err), err.code)
         except BaseException:
             self._close()
             raise
@@ -505,6 +515,9 @@ class measure:  # noqa: N801 - used as a function: with measure() as m
 
     def __exit__(self, typ: object, value: object, tb: object) -> None:
         # Named parameters: *args would allocate a tuple before the reads.
+        if self.unavailable is not None:
+            self._finish(self.unavailable, 0, 0, strict=False)
+            return
         span = self.span
         if span is not None:
             try:
