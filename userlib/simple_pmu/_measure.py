@@ -34,8 +34,9 @@ group's time_running / time_enabled over the block: below 1.0 the PMU was shared
 0 time running: counts None and m.reason says why.
 With the driver, a read that faults (arm64: perf used the PMU on this CPU less than
 2 * recheck_ms ago) raises no signal: the extension turns it into CounterFault. At the
-start of the block measure() then retries for up to 2 * recheck_ms + 0.1 s (then raises
-CounterUnavailable); at its end it leaves the counts None and says why in m.reason.
+start of the block measure() then retries for up to 2 * recheck_ms + 0.1 s; if reads
+have not come back by then, or at its end, it leaves the counts None and says why in
+m.reason (strict=True raises CounterUnavailable instead).
 If the module was unloaded since the probe, the default measure() probes again.
 Threads and fork: the probe's report is shared by the process; the counters are per
 thread. Each thread's first measure() opens that thread's own perf group (pid 0: it
