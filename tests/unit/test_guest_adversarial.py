@@ -4,9 +4,10 @@ path, or when the churn did not run beside it (a guest run only shows the unbrok
 
 import pytest
 
-from tests.unit.test_guest_scripts import fake, run_script, stage
+from tests.unit.test_guest_scripts import GUEST, fake, run_script, run_script_text, stage
 
 SCRIPT = "arm64/46-adversarial.sh"
+GUEST_46 = GUEST / SCRIPT
 CHURN_OK = ("trap 'echo rounds=40 task=80 pinned=10; exit 0' TERM\necho started\n"
             "while :; do sleep 0.05; done\n")
 READER_OK = 'echo "path=x windows=1000 reads=1000000 valid=990 flagged=10 count=413"\n'
@@ -25,7 +26,7 @@ def adversarial(tmp, reader=READER_OK, churn=CHURN_OK, python=PY_OK):
 def test_passes_and_prints_the_flagged_counts(tmp_path):
     r = adversarial(tmp_path)
     assert r.returncode == 0, r.stdout + r.stderr
-    assert r.stdout.count("flagged=10") == 2 and "Python cpu: scope=cpu" in r.stdout
+    assert r.stdout.count("flagged=10") == 2 and "Python thread: scope=thread" in r.stdout
 
 
 @pytest.mark.parametrize(("reader", "why"), [
@@ -60,10 +61,20 @@ def test_fails_when_python_reports_a_wrong_valid_block(tmp_path):
     assert r.returncode == 1 and "run 7 is ok" in r.stdout, r.stdout + r.stderr
 
 
-def test_python_cpu_scope_refused_fails(tmp_path):
-    py = '[ "$3" = cpu ] && { echo "SKIP: never ok"; exit 3; }\n' + PY_OK
-    r = adversarial(tmp_path, python=py)
-    assert r.returncode == 1 and "yet measure(scope=cpu)" in r.stdout, r.stdout + r.stderr
+def test_python_thread_scope_refused_on_5_17_fails(tmp_path):
+    """perf_user_access exists (5.17+), yet measure(scope="thread") had no ok block."""
+    py = '[ "$3" = thread ] && { echo "SKIP: never ok"; exit 3; }\n' + PY_OK
+    bindir = stage(tmp_path)
+    for name, body in (("advreader", READER_OK), ("perfchurn", CHURN_OK),
+                       ("python3", py), ("dmesg", "")):
+        fake(bindir, name, body)
+    pua = tmp_path / "perf_user_access"
+    pua.write_text("1\n")
+    text = (GUEST_46.read_text().replace("PUA=/proc/sys/kernel/perf_user_access",
+                                         f"PUA={pua}"))
+    r = run_script_text(tmp_path, text)
+    assert r.returncode == 1 and "Linux >= 5.17 with perf_user_access=1, yet" in r.stdout, \
+        r.stdout + r.stderr
 
 
 def test_loads_the_module_itself_and_unloads_it_after(tmp_path):
