@@ -25,8 +25,10 @@
  *       documents it and libperf's perf_mmap__read_self() does: retry while
  *       `lock` changes, `index` 0 means "not on a counter now" (then the
  *       reading comes from read(2)), the counter is sign-extended from
- *       `pmc_width` bits. Exact. x86: needs the cpu PMU's rdpmc attribute
- *       at 1 (the kernel's default) or 2. arm64: Linux >= 5.17 and
+ *       `pmc_width` bits. Exact. A multiplexed event (time_running <
+ *       time_enabled) is read with read(2): the page's times are stale.
+ *       x86: needs the cpu PMU's rdpmc attribute at 1 (the kernel's
+ *       default) or 2. arm64: Linux >= 5.17 and
  *       kernel.perf_user_access=1; the events ask with config1 bit 1.
  *   CYCLES_PATH_PERF_READ  the same events through read(2) where the mmap
  *       page grants no user read (x86 rdpmc 0, arm64 perf_user_access 0 or
@@ -41,8 +43,10 @@
  *       arm64 before 5.17: perf may move the driver's event to another
  *       counter at any time and the driver sees it only at its next check,
  *       so a difference may mix two counters with nothing said. On arm64
- *       >= 5.17 a move revokes user access, so a read is exact or faults;
- *       the fault is caught (below) and the reading is invalid.
+ *       >= 5.17 a move revokes user access, so a read faults (caught,
+ *       below: the reading is invalid) rather than read a moved counter;
+ *       there only a pinned window (below) is CYCLES_EXACT, a single
+ *       reading never (its cached index is not checked around it).
  *
  * Every reading says where it came from and what it is worth:
  *
@@ -50,7 +54,7 @@
  *   cycles_read(CYCLES_CORE, &r);   // CYCLES_CORE, CYCLES_INSN, CYCLES_REF
  *   r.value, r.path, r.flags: CYCLES_VALID (a value was read),
  *   CYCLES_EXACT (perf: on a counter the whole time the event was enabled;
- *   module: arm64 >= 5.17), CYCLES_MULTIPLEXED (perf: time_running <
+ *   module: never for a single reading), CYCLES_MULTIPLEXED (perf: time_running <
  *   time_enabled, so the count misses what the thread did while the event
  *   was off its counter; not scaled: r.time_enabled and r.time_running let
  *   the caller estimate), CYCLES_FAULTED (the read faulted and was caught).
@@ -71,13 +75,48 @@
  *			n = cycles_window_delta(&w, CYCLES_INSN, a, b);
  *	}
  *
- * cycles_window_end() returns 0 (invalid: discard the window) when perf's
- * `lock` of any event changed (it was moved, stopped, multiplexed,
- * rescheduled: the raw values belong to different counter states) or, on
- * the module path, when this CPU or its generation changed or a read
- * faulted; else CYCLES_VALID, with CYCLES_EXACT on the exact paths. Reads
+ * cycles_window_end() returns 0 (invalid: discard the window) when its
+ * begin failed, when perf's `lock` or `index` of any event changed (it was
+ * moved, stopped, multiplexed, rescheduled: the raw values belong to
+ * different counter states) or, on the module path, when this CPU or its
+ * generation differs at the end from the begin (both taken on one CPU) or
+ * a read faulted; else CYCLES_VALID, with CYCLES_EXACT on the perf path
+ * and on the module path only for a pinned window on arm64 >= 5.17 (a move
+ * to another CPU and back inside an unpinned window is not seen). Reads
  * inside a window are raw counter values: take differences with
  * cycles_window_delta() (modulo the counter's width).
+ *
+ * cycles_window_read() looks up, at each read, the register the counter
+ * sits on (arm64: PMCCNTR_EL0 or one of 31 PMEVCNTR<n>_EL0, each its own
+ * mrs: a compare and a jump table; x86: a load of the RDPMC operand). A
+ * counter that has an architectural fixed register can be read as the
+ * bare instruction alone, no load, no branch, when the window is begun
+ * for it:
+ *
+ *	if (cycles_window_begin_fixed(&w, CYCLES_FIXED(CYCLES_CORE)) == 0) {
+ *		a = cycles_window_read_fixed(&w, CYCLES_CORE);	// mrs / rdpmc
+ *		work();
+ *		b = cycles_window_read_fixed(&w, CYCLES_CORE);
+ *		if (cycles_window_end(&w) & CYCLES_VALID)
+ *			n = cycles_window_delta(&w, CYCLES_CORE, a, b);
+ *	}
+ *
+ * The fixed registers: core cycles on arm64 PMCCNTR_EL0 (perf's mmap index
+ * 32; perf puts a cycles event there when it is free; the module takes it
+ * at load) and on x86 fixed counter 1 (RDPMC 0x40000001); x86 also has
+ * instructions on fixed counter 0 and reference cycles on fixed counter 2.
+ * The counter argument of cycles_window_read_fixed() must be a constant
+ * with a fixed register here (anything else does not compile). The begin
+ * fails (-1, and the window ends invalid) unless each counter of the mask
+ * sits on its fixed register now: perf put this thread's cycles event on
+ * a general counter (arm64: PMCCNTR_EL0 is taken, e.g. by the module; x86:
+ * the NMI watchdog holds fixed counter 1), the module's counter is on
+ * another register on this CPU, or the path has no user reads. Then use
+ * cycles_window_begin() and cycles_window_read(). A move off the fixed
+ * register during the window changes perf's `lock` and `index` (or the
+ * module's generation or CPU): the end says 0, as for any window. Read
+ * with cycles_window_read_fixed() only the counters named at the begin:
+ * the end cannot see which reads were made.
  *
  * Never killed: reads that can fault (the module path: x86 RDPMC where
  * CR4.PCE is off, arm64 mrs where PMUSERENR was cleared) run under a guard.
@@ -87,9 +126,13 @@
  * the reading or window is invalid (CYCLES_FAULTED). Every other signal
  * goes to the handler that was installed before (SA_SIGINFO or not), or
  * takes its default action; the previous handler is put back when the
- * last guarded read of the process ends. A program that installs its own
+ * last guarded read of the process ends, unless the program installed
+ * another meanwhile (that one stays). A program that installs its own
  * handler for these signals while a guarded read is in progress in another
  * thread replaces the guard (then a fault is the program's, as in 2011).
+ * The guard runs on the program's alternate signal stack if it has one
+ * (SA_ONSTACK). Single-threaded, each guarded read installs and removes
+ * the handler (two sigaction calls); use a window to pay that once.
  * The perf path needs no guard: perf grants the access itself at the
  * owning thread's sched-in.
  *
@@ -247,10 +290,15 @@ typedef unsigned long long counter_t;
 #define CYCLES_IDX_UNKNOWN	(-2)	/* sysfs not read yet */
 #define CYCLES_IDX_PER_CPU	(-3)	/* CPUs differ: look this one up */
 
-/* CPUs the module cache holds; CPUs above it read nothing on that path. */
-#ifndef CYCLES_MAX_CPUS
-#define CYCLES_MAX_CPUS		CPU_SETSIZE
+/*
+ * CPUs the module cache holds; CPUs above it read nothing on that path.
+ * Not a setting: the cache is one weak object for the whole program, and
+ * translation units that sized it differently would overflow each other.
+ */
+#ifdef CYCLES_MAX_CPUS
+#error "cycles.h: CYCLES_MAX_CPUS is fixed (weak objects must agree in size)"
 #endif
+#define CYCLES_MAX_CPUS		1024
 
 /* A CPU's placement is re-read this often when it changes while read. */
 #define CYCLES_READ_TRIES	4
@@ -968,6 +1016,21 @@ static inline unsigned long long cycles_timer_frequency(void)
 
 typedef counter_t (*cycles_hw_read_fn)(unsigned int hw, void *arg);
 
+/*
+ * A counter this header has a read instruction for. perf may publish
+ * others (arm64 >= 6.x: index 33, the instruction counter; x86: bit 29,
+ * metrics): those readings come from read(2), never from a read that
+ * would yield a made-up 0.
+ */
+static CYCLES_INLINE int cycles_hw_known(unsigned int hw)
+{
+#if defined(__x86_64__)
+	return hw < 32 || (hw & ~31U) == (1U << 30);	/* general, fixed */
+#else
+	return hw <= 31;	/* PMEVCNTR0..30_EL0, PMCCNTR_EL0 */
+#endif
+}
+
 struct cycles_page_value {
 	counter_t value;		/* offset + the sign-extended counter */
 	unsigned long long time_enabled;
@@ -991,8 +1054,11 @@ static CYCLES_INLINE long long cycles_sign_extend(counter_t v,
 
 /*
  * Read one event's count from its mmap page @pc, the counter through
- * @rd(hw, @arg). 0: out->value is the count now. 1: `index` is 0 or user
- * reads are off (cap_user_rdpmc 0): the event is not on a counter this
+ * @rd(hw, @arg). 0: out->value is the count now. 1: `index` is 0, names
+ * a counter this header cannot read, or user reads are off
+ * (cap_user_rdpmc 0, checked inside the `lock` loop, before `index` is
+ * used: the kernel clears it when root turns user reads off, and the
+ * read instruction would fault): the event is not on a counter this
  * thread may read, out->value is `offset` alone (the count when the event
  * last stopped; read(2) gives the count now).
  */
@@ -1012,7 +1078,7 @@ static CYCLES_INLINE int cycles_page_read(const volatile struct perf_event_mmap_
 		running = pc->time_running;
 		idx = pc->index;
 		count = (unsigned long long)pc->offset;
-		user = pc->cap_user_rdpmc && idx;
+		user = pc->cap_user_rdpmc && idx && cycles_hw_known(idx - 1);
 		if (user) {
 			width = pc->pmc_width;
 			count += (counter_t)cycles_sign_extend(rd(idx - 1, arg),
@@ -1161,6 +1227,45 @@ static inline int cycles_perf_open(unsigned long long config, int group)
 }
 
 /*
+ * kernel.perf_user_access on arm64: 1, 0, or -1 if it cannot be read
+ * (before 5.17 there is none). Unused on x86.
+ */
+static inline int cycles_arm64_access(void)
+{
+#if defined(__aarch64__)
+	char buf[16];
+
+	if (cycles_read_file("/proc/sys/kernel/perf_user_access", buf,
+			     sizeof(buf)) <= 0)
+		return -1;
+	return buf[0] == '1' && !buf[1];
+#else
+	return -1;
+#endif
+}
+
+/*
+ * Whether an event's page grants this thread user reads, for choosing the
+ * path once: from the capability, not from the momentary `index` (0 also
+ * when the event is not scheduled right now; then that one read goes to
+ * read(2)). x86: cap_user_rdpmc follows the rdpmc attribute. arm64: it is
+ * 1 for any event that asked (config1 bit 1) even when perf_user_access is
+ * 0 (index then stays 0), so the sysctl decides; unreadable: the index.
+ */
+static inline int cycles_page_user_read(const volatile struct perf_event_mmap_page *pc,
+					int arm64_access)
+{
+	if (!pc->cap_user_rdpmc)
+		return 0;
+#if defined(__x86_64__)
+	(void)arm64_access;
+	return 1;
+#else
+	return arm64_access == 1 || (arm64_access < 0 && pc->index);
+#endif
+}
+
+/*
  * This thread's events, one group led by cycles (so a window sees the
  * group on or off its counters together). 0 with t->user_read set if the
  * page grants user reads; -1 with t->perf_errno if cycles cannot be opened.
@@ -1185,14 +1290,9 @@ static inline int cycles_perf_setup(struct cycles_thread *t)
 		if (p != MAP_FAILED)
 			t->pc[i] = (struct perf_event_mmap_page *)p;
 	}
-	/*
-	 * The group runs now (this thread is on the CPU): an index of 0 says
-	 * user reads are off (x86 rdpmc 0; arm64 perf_user_access 0, where
-	 * cap_user_rdpmc still says 1).
-	 */
 	t->perf_errno = 0;
-	t->user_read = t->pc[0] && t->pc[0]->cap_user_rdpmc &&
-		       t->pc[0]->index;
+	t->user_read = t->pc[0] &&
+		       cycles_page_user_read(t->pc[0], cycles_arm64_access());
 	return 0;
 }
 
@@ -1372,7 +1472,8 @@ static inline void cycles_guard_begin(struct cycles_thread *t)
 	if (cycles_guard_users++ == 0) {
 		memset(&sa, 0, sizeof(sa));
 		sa.sa_sigaction = cycles_guard_handler;
-		sa.sa_flags = SA_SIGINFO | SA_NODEFER;
+		/* On the program's alternate stack if it has one. */
+		sa.sa_flags = SA_SIGINFO | SA_NODEFER | SA_ONSTACK;
 		sigemptyset(&sa.sa_mask);
 		sigaction(CYCLES_GUARD_SIGNAL, &sa, &cycles_guard_old);
 	}
@@ -1390,8 +1491,15 @@ static inline int cycles_guard_end(struct cycles_thread *t)
 	t->guarding = 0;
 	cycles_barrier();
 	pthread_mutex_lock(&cycles_guard_lock);
-	if (--cycles_guard_users == 0)
-		sigaction(CYCLES_GUARD_SIGNAL, &cycles_guard_old, NULL);
+	if (--cycles_guard_users == 0) {
+		struct sigaction now;
+
+		/* A handler the program installed meanwhile stays. */
+		if (sigaction(CYCLES_GUARD_SIGNAL, NULL, &now) == 0 &&
+		    (now.sa_flags & SA_SIGINFO) &&
+		    now.sa_sigaction == cycles_guard_handler)
+			sigaction(CYCLES_GUARD_SIGNAL, &cycles_guard_old, NULL);
+	}
 	pthread_mutex_unlock(&cycles_guard_lock);
 	return t->faulted;
 }
@@ -1485,7 +1593,12 @@ static inline int cycles_module_read(struct cycles_thread *t, int which,
 		r->flags = CYCLES_FAULTED;
 		return -1;
 	}
-	r->flags = CYCLES_VALID | (t->module_exact ? CYCLES_EXACT : 0);
+	/*
+	 * Never exact: the cached index is not checked against the
+	 * generation around a single read (that would cost sysfs reads
+	 * each time), so it may be stale. Exactness needs a window.
+	 */
+	r->flags = CYCLES_VALID;
 	return 0;
 }
 
@@ -1508,9 +1621,13 @@ static inline int cycles_perf_read(struct cycles_thread *t, int which,
 
 /*
  * A reading from one perf mmap page (cycles_page_read()) into *r: 0 with
- * CYCLES_VALID, and CYCLES_EXACT unless the event was off its counter for
- * part of the time it was enabled (CYCLES_MULTIPLEXED: not scaled); 1 if
- * the event is not on a counter this thread may read (use read(2)).
+ * CYCLES_VALID|CYCLES_EXACT; 1 if the event is not on a counter this
+ * thread may read, or was off its counter for part of the time it was
+ * enabled (use read(2)). The page's time_enabled/time_running are as of
+ * perf's last update of the page (current only with cap_user_time and the
+ * time fields, which this reader does not use): equal there, with the
+ * event on its counter since, they are equal now, so the exact case needs
+ * no more; a multiplexed event's times and flags come from read(2).
  */
 static CYCLES_INLINE int cycles_read_page(const volatile struct perf_event_mmap_page *pc,
 					  cycles_hw_read_fn rd, void *arg,
@@ -1518,15 +1635,15 @@ static CYCLES_INLINE int cycles_read_page(const volatile struct perf_event_mmap_
 {
 	struct cycles_page_value pv;
 
-	if (cycles_page_read(pc, rd, arg, &pv))
+	if (cycles_page_read(pc, rd, arg, &pv) ||
+	    pv.time_enabled != pv.time_running)
 		return 1;
 	r->path = CYCLES_PATH_PERF_MMAP;
 	r->value = pv.value;
 	r->time_enabled = pv.time_enabled;
 	r->time_running = pv.time_running;
 	r->hw = pv.hw;
-	r->flags = CYCLES_VALID | (pv.time_enabled == pv.time_running ?
-				   CYCLES_EXACT : CYCLES_MULTIPLEXED);
+	r->flags = CYCLES_VALID | CYCLES_EXACT;
 	return 0;
 }
 
@@ -1553,7 +1670,7 @@ static CYCLES_INLINE int cycles_read(int which, struct cycles_reading *r)
 			     1)) {
 		if (cycles_read_page(pc, cycles_hw_read_cb, NULL, r) == 0)
 			return 0;
-		return cycles_perf_read(t, which, r);	/* index 0 */
+		return cycles_perf_read(t, which, r);	/* index 0, mux */
 	}
 	if (t->path == CYCLES_PATH_PERF_READ || t->path == CYCLES_PATH_PERF_MMAP)
 		return cycles_perf_read(t, which, r);
@@ -1567,11 +1684,17 @@ static CYCLES_INLINE int cycles_read(int which, struct cycles_reading *r)
 }
 
 /* The value of a reading of @which, 0 if it is not valid. */
+/*
+ * The 2011 names were bare instructions: they leave errno as it was, also
+ * when the first call of a thread makes setup system calls that fail.
+ */
 static CYCLES_INLINE counter_t cycles_value(int which)
 {
 	struct cycles_reading r;
+	int saved = errno;
 
 	cycles_read(which, &r);
+	errno = saved;
 	return r.value;
 }
 
@@ -1606,7 +1729,11 @@ static CYCLES_INLINE counter_t unhalted_ref(void)
  */
 struct cycles_window {
 	int path;
+	int begun;			/* begin succeeded: end may be valid */
+	unsigned int fixed;		/* CYCLES_FIXED() mask asked at begin */
+	unsigned int on_fixed;		/* the counters on their fixed register */
 	int guarded;			/* module path: the guard is on */
+	int pinned;			/* module path: affinity is one CPU */
 	int cpu;			/* module path */
 	unsigned long generation;	/* module path */
 	unsigned int hw[CYCLES_NR_COUNTERS];	/* CYCLES_HW_NONE: no read */
@@ -1614,6 +1741,66 @@ struct cycles_window {
 	unsigned int seq[CYCLES_NR_COUNTERS];
 	const struct perf_event_mmap_page *pc[CYCLES_NR_COUNTERS];
 };
+
+/* A counter's bit in the mask of cycles_window_begin_fixed(). */
+#define CYCLES_FIXED(which)	(1U << (which))
+
+#if defined(__x86_64__)
+/* Fixed counters: 0 instructions, 1 core cycles, 2 reference cycles. */
+#define CYCLES_FIXED_COUNTERS	(CYCLES_FIXED(CYCLES_CORE) |		\
+				 CYCLES_FIXED(CYCLES_INSN) |		\
+				 CYCLES_FIXED(CYCLES_REF))
+#define CYCLES_FIXED_HW(which)						\
+	(CYCLES_RDPMC_FIXED | ((which) == CYCLES_CORE ? 1U :		\
+			       (which) == CYCLES_INSN ? 0U : 2U))
+#else
+/* PMCCNTR_EL0 counts core cycles; the event counters have no fixed role. */
+#define CYCLES_FIXED_COUNTERS	CYCLES_FIXED(CYCLES_CORE)
+#define CYCLES_FIXED_HW(which)	((void)(which), CYCLES_CYCLE_COUNTER)
+#endif
+
+/*
+ * 0, or a build error when @which is not a constant or names a counter
+ * without a fixed register here (a bit-field's width must be a constant,
+ * and not negative).
+ */
+#define CYCLES_FIXED_CHECK(which)					\
+	(0 * sizeof(struct {						\
+		int cycles_fixed_counter :				\
+			((which) >= 0 && (which) < CYCLES_NR_COUNTERS &&	\
+			 ((CYCLES_FIXED_COUNTERS >> (which)) & 1)) ? 1 : -1; \
+	}))
+
+/* The fixed register of @which (a constant): the bare instruction. */
+#if defined(__x86_64__)
+#define cycles_fixed_read(which)					\
+	cycles_rdpmc((unsigned int)(CYCLES_FIXED_HW(which) +		\
+				    CYCLES_FIXED_CHECK(which)))
+#else
+#define cycles_fixed_read(which)					\
+	(CYCLES_FIXED_CHECK(which) + cycles_read_pmccntr())
+#endif
+
+/* The hw operand of @which's fixed register, CYCLES_HW_NONE if none. */
+static inline unsigned int cycles_fixed_hw(int which)
+{
+	if (which < 0 || which >= CYCLES_NR_COUNTERS ||
+	    !((CYCLES_FIXED_COUNTERS >> which) & 1))
+		return CYCLES_HW_NONE;
+	return CYCLES_FIXED_HW(which);
+}
+
+/* The mask of @w's counters that sit on their fixed register. */
+static inline unsigned int cycles_window_on_fixed(const struct cycles_window *w)
+{
+	unsigned int mask = 0;
+	int i;
+
+	for (i = 0; i < CYCLES_NR_COUNTERS; i++)
+		if (w->hw[i] != CYCLES_HW_NONE && w->hw[i] == cycles_fixed_hw(i))
+			mask |= CYCLES_FIXED(i);
+	return mask;
+}
 
 /* Sample `lock`, `index` and `pmc_width` of one page, consistently. */
 static inline void cycles_window_page(struct cycles_window *w, int i)
@@ -1626,7 +1813,7 @@ static inline void cycles_window_page(struct cycles_window *w, int i)
 		seq = pc->lock;
 		cycles_barrier();
 		idx = pc->index;
-		user = pc->cap_user_rdpmc && idx;
+		user = pc->cap_user_rdpmc && idx && cycles_hw_known(idx - 1);
 		width = pc->pmc_width;
 		cycles_barrier();
 	} while (pc->lock != seq);
@@ -1636,46 +1823,96 @@ static inline void cycles_window_page(struct cycles_window *w, int i)
 }
 
 /*
+ * Sample every mapped page of a perf-path window (w->pc[]); mark it begun
+ * only if each one is on a counter this thread may read now, there is a
+ * cycles page and each counter of w->fixed sits on its fixed register.
+ * 0, or -1 (the window is invalid: its end says 0).
+ */
+static inline int cycles_window_pages(struct cycles_window *w)
+{
+	int i;
+
+	w->begun = 0;
+	for (i = 0; i < CYCLES_NR_COUNTERS; i++) {
+		if (!w->pc[i]) {
+			w->hw[i] = CYCLES_HW_NONE;
+			continue;
+		}
+		cycles_window_page(w, i);
+		/* Not on a counter now: nothing to read raw. */
+		if (w->hw[i] == CYCLES_HW_NONE)
+			return -1;
+	}
+	if (!w->pc[CYCLES_CORE])
+		return -1;
+	w->on_fixed = cycles_window_on_fixed(w);
+	if (w->fixed & ~w->on_fixed)
+		return -1;
+	w->begun = 1;
+	return 0;
+}
+
+/*
  * Begin a window: resolve the path, the counters and their sequence. 0 if
  * reads can be made in it (cycles_window_read()), -1 if this thread's path
  * offers none (perf read(2), nothing at all) or cycles is not on a counter
- * now. Pin the thread on the module path (pin_cpu()).
+ * now. Pin the thread on the module path (pin_cpu()): an unpinned module
+ * window is never CYCLES_EXACT, since a move to another CPU and back
+ * between its edges cannot be seen (a move that stays is: its end says 0).
  */
-static inline int cycles_window_begin(struct cycles_window *w)
+static inline int cycles_window_begin_mask(struct cycles_window *w,
+					   unsigned int fixed)
 {
 	struct cycles_thread *t = cycles_thread();
-	int i, idx;
+	struct cycles_state *st;
+	cpu_set_t set;
+	int i, idx, tries;
 
 	memset(w, 0, sizeof(*w));
+	w->fixed = fixed;
 	w->path = t->path;
 	w->cpu = -1;
 	for (i = 0; i < CYCLES_NR_COUNTERS; i++)
 		w->hw[i] = CYCLES_HW_NONE;
 	if (t->path == CYCLES_PATH_PERF_MMAP) {
-		/* An event not on a counter now: nothing to read raw. */
 		for (i = 0; i < CYCLES_NR_COUNTERS; i++) {
 			w->pc[i] = t->pc[i];
 			if (!w->pc[i] && t->fd[i] >= 0)
 				return -1;	/* open but not mapped */
-			if (!w->pc[i])
-				continue;
-			cycles_window_page(w, i);
-			if (w->hw[i] == CYCLES_HW_NONE)
-				return -1;
 		}
-		return w->pc[CYCLES_CORE] ? 0 : -1;
+		return cycles_window_pages(w);
 	}
 	if (t->path != CYCLES_PATH_MODULE)
 		return -1;
-	w->generation = cycles_generation();	/* brings the cache up to date */
-	w->cpu = sched_getcpu();
-	for (i = 0; i < CYCLES_NR_COUNTERS; i++) {
-		idx = cycles_module_index(i);
-		if (idx >= 0) {
-			w->hw[i] = (unsigned int)idx;
+	/*
+	 * The CPU, its generation and its indices, all of one CPU: taken
+	 * again if the thread moved meanwhile. A move and back between
+	 * begin and end cannot be seen here; only a pinned window can be
+	 * exact (below).
+	 */
+	st = cycles_loaded_state();
+	for (tries = 0;; tries++) {
+		w->cpu = sched_getcpu();
+		if (tries == CYCLES_READ_TRIES || w->cpu < 0)
+			return -1;
+		pthread_mutex_lock(&cycles_module_lock);
+		w->generation = cycles_generation_locked(w->cpu);
+		for (i = 0; i < CYCLES_NR_COUNTERS; i++) {
+			idx = CYCLES_IDX_NONE;
+			if (w->cpu < st->nr_cpus)
+				idx = i == CYCLES_CORE ? st->cpu[w->cpu].cycle :
+				      i == CYCLES_INSN ? st->cpu[w->cpu].insn :
+				      st->cpu[w->cpu].ref;
+			w->hw[i] = idx >= 0 ? (unsigned int)idx :
+				   CYCLES_HW_NONE;
 			w->width[i] = 64;
 		}
+		pthread_mutex_unlock(&cycles_module_lock);
+		if (sched_getcpu() == w->cpu)
+			break;
 	}
+	w->pinned = sched_getaffinity(0, sizeof(set), &set) == 0 &&
+		    CPU_COUNT(&set) == 1;
 #if defined(__aarch64__)
 	if (w->hw[CYCLES_INSN] != CYCLES_HW_NONE &&
 	    w->hw[CYCLES_INSN] != CYCLES_CYCLE_COUNTER) {
@@ -1684,24 +1921,55 @@ static inline int cycles_window_begin(struct cycles_window *w)
 		w->width[CYCLES_INSN] = ew > 0 && ew <= 64 ? (unsigned int)ew : 32;
 	}
 #endif
-	if (!w->generation || w->hw[CYCLES_CORE] == CYCLES_HW_NONE)
+	w->on_fixed = cycles_window_on_fixed(w);
+	if (!w->generation || w->hw[CYCLES_CORE] == CYCLES_HW_NONE ||
+	    (w->fixed & ~w->on_fixed))
 		return -1;
 	cycles_guard_begin(t);
 	w->guarded = 1;
+	w->begun = 1;
 	return 0;
 }
 
+static inline int cycles_window_begin(struct cycles_window *w)
+{
+	return cycles_window_begin_mask(w, 0);
+}
+
 /*
- * A raw counter value inside a window: the bare instruction. 0 for a
- * counter the window has none of. Only differences mean anything.
+ * Begin a window whose reads of the counters in @fixed (CYCLES_FIXED(),
+ * or-ed) are cycles_window_read_fixed(): as cycles_window_begin(), and -1
+ * unless each of them sits on its fixed register now (w->on_fixed says
+ * which do). A failed begin needs no end; its end says 0.
+ */
+static inline int cycles_window_begin_fixed(struct cycles_window *w,
+					    unsigned int fixed)
+{
+	return cycles_window_begin_mask(w, fixed);
+}
+
+/*
+ * A raw counter value inside a window: the read instruction of the
+ * counter's register, chosen at run time. 0 for a counter the window has
+ * none of. Only differences mean anything.
  */
 static CYCLES_INLINE counter_t cycles_window_read(const struct cycles_window *w,
 						  int which)
 {
+#if defined(__x86_64__)
 	if (__builtin_expect(w->hw[which] == CYCLES_HW_NONE, 0))
 		return 0;
+#endif
+	/* arm64: CYCLES_HW_NONE is no register: the switch's 0. */
 	return cycles_hw_read(w->hw[which]);
 }
+
+/*
+ * A raw value of @which (a constant: CYCLES_CORE; x86 also CYCLES_INSN,
+ * CYCLES_REF) inside a window begun with cycles_window_begin_fixed() for
+ * it: the bare instruction of its fixed register, nothing else.
+ */
+#define cycles_window_read_fixed(w, which)	((void)(w), cycles_fixed_read(which))
 
 /* b - a for two reads of @which in one window, modulo its width. */
 static inline counter_t cycles_window_delta(const struct cycles_window *w,
@@ -1715,9 +1983,11 @@ static inline counter_t cycles_window_delta(const struct cycles_window *w,
 }
 
 /*
- * End a window (once): 0 if it is invalid or was not begun (discard what
- * was read in it), else CYCLES_VALID, with CYCLES_EXACT where the path is
- * exact.
+ * End a window (once): 0 if it is invalid or its begin failed (discard
+ * what was read in it), else CYCLES_VALID, with CYCLES_EXACT where the
+ * path is exact. A counter the window has none of (w->hw[which] ==
+ * CYCLES_HW_NONE, e.g. no reference cycles) reads 0 in a valid window:
+ * check w->hw[which] before using its delta.
  */
 static inline unsigned int cycles_window_end(struct cycles_window *w)
 {
@@ -1725,22 +1995,34 @@ static inline unsigned int cycles_window_end(struct cycles_window *w)
 	int i, faulted;
 
 	cycles_barrier();
+	if (w->guarded) {
+		w->guarded = 0;
+		faulted = cycles_guard_end(t);
+	} else {
+		faulted = 0;
+	}
+	/* A window whose begin failed read nothing: never valid. */
+	if (!w->begun)
+		return 0;
 	if (w->path == CYCLES_PATH_PERF_MMAP) {
-		for (i = 0; i < CYCLES_NR_COUNTERS; i++)
-			if (w->pc[i] &&
-			    ((const volatile struct perf_event_mmap_page *)
-			     w->pc[i])->lock != w->seq[i])
+		for (i = 0; i < CYCLES_NR_COUNTERS; i++) {
+			const volatile struct perf_event_mmap_page *pc = w->pc[i];
+
+			/* perf writes `index` under `lock`: both, to be sure. */
+			if (pc && (pc->lock != w->seq[i] ||
+				   pc->index != w->hw[i] + 1))
 				return 0;
+		}
 		return CYCLES_VALID | CYCLES_EXACT;
 	}
-	if (!w->guarded)
+	if (w->path != CYCLES_PATH_MODULE)
 		return 0;
-	w->guarded = 0;
-	faulted = cycles_guard_end(t);
+	w->begun = 0;		/* the guard is off: a second end says 0 */
 	if (faulted || sched_getcpu() != w->cpu ||
 	    cycles_cpu_generation(w->cpu) != w->generation)
 		return 0;
-	return CYCLES_VALID | (t->module_exact ? CYCLES_EXACT : 0);
+	/* Unpinned, a move to another CPU and back would go unseen. */
+	return CYCLES_VALID | (t->module_exact && w->pinned ? CYCLES_EXACT : 0);
 }
 
 /*
@@ -1963,15 +2245,19 @@ static inline const char *cycles_path_note(void)
  */
 static inline int perfmon_available(void)
 {
+	int saved = errno;	/* as cycles_value() */
 	struct cycles_thread *t = cycles_thread();
-	int v;
+	int v = 0;
 
 	cycles_thread_recheck(t);
-	if (t->path == CYCLES_PATH_NONE ||
-	    (t->path == CYCLES_PATH_MODULE && cycles_module_reason()))
-		return 0;
-	v = cycles_perfmon_version();
-	return v > 0 ? v : 1;
+	if (t->path != CYCLES_PATH_NONE &&
+	    (t->path != CYCLES_PATH_MODULE || !cycles_module_reason())) {
+		v = cycles_perfmon_version();
+		if (v <= 0)
+			v = 1;
+	}
+	errno = saved;
+	return v;
 }
 
 /*

@@ -11,10 +11,10 @@ from pathlib import Path
 from elftools.elf.elffile import ELFFile
 from elftools.elf.sections import SymbolTableSection
 
-from . import cache, cpio, pyguest
+from . import cache, cpio, perfguest, pyguest
 from .apt import PrivateApt
 from .errors import PipelineError
-from .matrix import GNU_TRIPLET
+from .matrix import GNU_TRIPLET, SUITES
 from .seeds import restored_tcyc
 
 REPO = Path(__file__).resolve().parents[1]
@@ -32,6 +32,7 @@ class GuestSpec:
     add: list[Path] = field(default_factory=list)  # copied into /work
     profile: str = ""  # "" or e.g. "stress": which test directory set the guest runs
     python: bool = False  # python3.11 and simple_pmu in the guest
+    suite: str = ""  # the kernel's Debian suite: Debian's perf of it where perfguest has one
 
 
 def busybox(apt: PrivateApt, arch: str) -> Path:
@@ -291,14 +292,35 @@ def initramfs(spec: GuestSpec, apt: PrivateApt, out: Path) -> Path:
         if not path.exists():
             raise PipelineError(f"--add {path}: no such file or directory")
         cpio.add_tree(entries, path, f"work/{path.name}")
+    perf = perf_archive(spec, apt, entries)
     if not spec.python:
-        return cpio.write_gz(entries, out)
+        return cpio.write_gz(entries, out) if perf is None else _concat([perf], entries, out)
     entries += pyguest.package_entries(apt, spec.arch, REPO / "build" / f"guest-{spec.arch}")
     entries.append(cpio.directory("tests/py"))
     for script in sorted((GUEST_TESTS / "py").glob("*.py")):
         entries.append(cpio.file(f"tests/py/{script.name}", script.read_bytes()))
+    # The kernel unpacks concatenated archives in order: cached Python (and perf), then
+    # this guest's.
+    cached = [pyguest.archive(apt, spec.arch)] + ([perf] if perf else [])
+    return _concat(cached, entries, out)
+
+
+def _concat(cached: list[Path], entries: list[cpio.Entry], out: Path) -> Path:
     small = cpio.write_gz(entries, out.with_name(f".{out.name}.{threading.get_ident()}"))
-    # The kernel unpacks concatenated archives in order: cached Python, then this guest's.
-    out.write_bytes(pyguest.archive(apt, spec.arch).read_bytes() + small.read_bytes())
+    out.write_bytes(b"".join(p.read_bytes() for p in cached) + small.read_bytes())
     small.unlink()
     return out
+
+
+def perf_archive(spec: GuestSpec, apt: PrivateApt, entries: list[cpio.Entry]) -> Path | None:
+    """Debian's perf of the guest kernel's suite (pmubuild.perfguest), for the main
+    suite's guest and qemu-run; where there is none, tests/data/perf.skip says why (the
+    guest's 47-perf-own-tests.sh reports SKIP with it)."""
+    if spec.profile:
+        return None
+    why = perfguest.not_provided(spec.suite, spec.arch) if spec.suite else \
+        "the guest was built without a kernel suite (no Debian perf chosen for it)"
+    if why is None:
+        return perfguest.archive(apt, SUITES[spec.suite], spec.arch)
+    entries.append(cpio.file("tests/data/perf.skip", why.encode() + b"\n"))
+    return None

@@ -99,7 +99,7 @@ def run_combo(apt: PrivateApt, suite: Suite, arch: str, timeout: float,
             label = f"{profile.name} guest" if profile.name else "main guest"
             expected = steps.manifest(arch, profile.name)
             spec = guest.GuestSpec(arch, fk.release, ko, profile=profile.name,
-                                   python=profile.python)
+                                   python=profile.python, suite=suite.name)
             t0 = time.monotonic()
             initrd = steps.initramfs(spec, apt, ko.parent / f"initrd-test{profile.name}.gz")
             t1 = time.monotonic()
@@ -216,7 +216,7 @@ def qemu_run(suite: Suite, arch: str, command: str, add: list[Path],
     apt = PrivateApt()
     fk, ko = prepare(apt, suite, arch)
     spec = guest.GuestSpec(arch, fk.release, ko, mode="cmd", command=command, add=add,
-                           python=True)
+                           python=True, suite=suite.name)
     initrd = guest.initramfs(spec, apt, ko.parent / "initrd-cmd.gz")
     run = qemu.boot(arch, fk.image, initrd, "cmd", timeout)
     problem = run.problem()

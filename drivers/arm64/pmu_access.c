@@ -3,7 +3,8 @@
  * simple-pmu arm64: where perf placed our events, and user access to them.
  *
  * PMUSERENR_EL0 is the one register this driver writes, and only ever to
- * CR|ER (EL0 may read the cycle and event counters) or back to 0. perf
+ * CR|ER (EL0 may read the cycle and event counters) or back to 0, never
+ * while the task running has perf's own EL0 grant (5.17+). perf
  * writes it too: from 5.17 every armv8pmu_start() sets it for the task
  * that runs, which is 0 unless that task uses perf's own user access, and
  * arm_pmu restarts the PMU after CPU hotplug and on every CPU PM exit.
@@ -121,10 +122,18 @@ bool spmu_arch_sync_access(struct spmu_pcpu *c, enum spmu_check_cause cause)
 	return reopened;
 }
 
-/* Close what we opened, if it still reads as we left it. */
+/*
+ * Close what we opened, if it still reads as we left it, and unless the
+ * task running here has perf events that asked for EL0 reads: perf grants
+ * it the same CR|ER at its sched-in, so the value is perf's as much as
+ * ours, and clearing it would kill that task's next read (perf's own
+ * self-monitoring programs, at a user_access write). perf takes it back
+ * itself when that task leaves the CPU.
+ */
 void spmu_arch_revoke(struct spmu_pcpu *c)
 {
-	if (c->granted && spmu_read_pmuserenr() == SPMU_PMUSERENR_RO)
+	if (c->granted && spmu_read_pmuserenr() == SPMU_PMUSERENR_RO &&
+	    !spmu_task_perf_user_reads(current))
 		spmu_write_pmuserenr(0);
 	WRITE_ONCE(c->granted, false);
 	c->was_granted = false;

@@ -49,6 +49,9 @@ RULES = {
     "HAVE_PREEMPT_NOTIFIERS": (lambda v: True,
                                "Debian arm64 configs build KVM in (CONFIG_KVM=y), which "
                                "selects PREEMPT_NOTIFIERS"),
+    "HAVE_PERF_EVENT_CTXP_ONE": (lambda v: v >= (6, 2),
+                                 "6.2: 'perf: Rewrite core context handling' (Peter "
+                                 "Zijlstra): one perf_event_ctxp per task"),
     "HAVE_PERF_USER_READ_REVOKE": (lambda v: v >= (5, 17),
                                    "5.17: 'perf: Add a counter for number of user access "
                                    "events in context' with arm64's perf user access "

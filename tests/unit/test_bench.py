@@ -83,8 +83,9 @@ def by_name(doc):
 
 def test_readbench_lists_every_path_once(host_doc):
     assert [p["name"] for p in host_doc["paths"]] == [
-        "driver", "bare", "rdtsc", "rdtscp", "lfence-rdtsc", "cntvct", "clock_gettime",
-        "perf-mmap", "perf-read"]
+        "driver", "window-cpu", "window-cpu-fixed", "bare", "rdtsc", "rdtscp", "lfence-rdtsc",
+        "cntvct", "clock_gettime", "selfmon", "window", "window-fixed", "perf-mmap",
+        "perf-read"]
     for p in host_doc["paths"]:
         if p["available"]:
             assert len(p["read_ns"]) == len(p["loop_ns"]) == 3
@@ -105,8 +106,10 @@ def test_readbench_x86_paths_run_and_arm64_ones_say_why(host_doc):
 @pytest.mark.skipif(DRIVER_DIR.exists(), reason="simple-pmu is loaded here")
 def test_readbench_driver_not_loaded_reason(host_doc):
     paths = by_name(host_doc)
-    for name in ("driver", "bare"):
+    for name in ("driver", "window-cpu", "window-cpu-fixed"):
         assert paths[name]["reason"] == "simple-pmu: module not loaded"
+    # Without the module the bare read is the one perf's self-monitoring grant allows.
+    assert paths["bare"]["available"] or paths["bare"]["reason"].startswith("cycles.h reads")
 
 
 @pytest.mark.skipif(cpu_pmu_here(), reason="this host has a CPU PMU")
@@ -118,12 +121,16 @@ def test_readbench_no_pmu_reason(host_doc):
             paths[name]
 
 
-def test_readbench_insns_needs_the_driver(readbench):
+@pytest.mark.skipif(cpu_pmu_here(), reason="this host has a CPU PMU")
+def test_readbench_insns_needs_the_driver_or_perf(readbench):
+    """--insns counts with the module's instruction counter, else with a perf
+    instructions event of its thread: with neither it says why, and fails."""
     proc = subprocess.run([str(readbench), "--insns"], capture_output=True, text=True)
     if DRIVER_DIR.exists():
         pytest.skip("simple-pmu is loaded here")
     assert proc.returncode == 3
-    assert proc.stdout == "unavailable path=instrument reason=simple-pmu: module not loaded\n"
+    assert proc.stdout == ("unavailable path=instrument reason=simple-pmu: module not loaded, "
+                           "and perf_event_open instructions: No such file or directory\n")
 
 
 def test_readbench_refuses_bad_arguments(readbench):
@@ -198,6 +205,26 @@ def test_python_goal(read, clock, status):
 def test_python_goal_not_measurable_without_a_counter():
     (g,) = bench.goals(py_paths(0, 80.0, reason="no counter backend usable: x"))
     assert g["status"] == "not measurable here" and g["reason"] == "no counter backend usable: x"
+
+
+def c_paths(window_ns, bare_ns, reason=None):
+    window = bench.Path_("window", "w", () if reason else (window_ns,), reason)
+    return bench.summarize([window, bench.Path_("bare", "b", (bare_ns,))], "ns")
+
+
+@pytest.mark.parametrize(("window", "bare", "status"), [(12.0, 10.0, "met"),
+                                                        (12.5, 10.0, "not met")])
+def test_window_goal(window, bare, status):
+    g, cpu, fixed, cpu_fixed = bench.window_goals(c_paths(window, bare))
+    assert g["status"] == status and g["figure"] == pytest.approx(window / bare)
+    for other in (cpu, fixed, cpu_fixed):
+        assert other["status"] == "not measurable here" and other["reason"] == "no figure"
+    assert fixed["goal"] == "C window-fixed read <= 1.2 x bare (ns)"
+
+
+def test_window_goal_not_measurable_without_a_window():
+    g, *_ = bench.window_goals(c_paths(0, 10.0, reason="perf grants no user reads"))
+    assert g["status"] == "not measurable here" and g["reason"] == "perf grants no user reads"
 
 
 C_DOC = {"tool": "readbench", "unit": "ns", "arch": "x86_64", "cpu": 0, "runs": 2, "paths": [

@@ -146,6 +146,17 @@ def test_header_refuses_late_gnu_source(tmp_path):
     assert "add #define _GNU_SOURCE 1 before the first #include" in res.stderr
 
 
+def test_header_weak_objects_cannot_differ_in_size(tmp_path):
+    """The program-wide weak objects are one object across translation units: a unit
+    may not size the module cache (CYCLES_MAX_CPUS) differently from another, so the
+    header refuses the macro instead of letting two sizes overflow each other."""
+    res = subprocess.run([NATIVE_CC, "-I", str(INCLUDE), "-DCYCLES_MAX_CPUS=8", "-c",
+                          str(CSRC / "other_unit.c"), "-o", str(tmp_path / "o.o")],
+                         capture_output=True, text=True)
+    assert res.returncode != 0, "a unit with its own CYCLES_MAX_CPUS compiled"
+    assert "CYCLES_MAX_CPUS is fixed" in res.stderr
+
+
 # --- The per-CPU lookup, against fake driver directories (c/lookup_check.c) ---------
 
 CPUS = sorted(os.sched_getaffinity(0))
@@ -562,8 +573,9 @@ def test_x86_unplaced_cpu_reads_nothing(x86):
 # --- The perf mmap page reader, against a page in memory (c/page_check.c) ------------
 
 def page_cases() -> list[str]:
-    return ["basic", "lock_changes", "index_zero", "width_40", "width_48", "width_64",
-            "multiplexed", "window"]
+    return ["basic", "lock_changes", "index_zero", "index_unknown", "path_choice", "width_40",
+            "width_48", "width_64", "multiplexed", "window", "window_begin_failed",
+            "window_fixed", "window_not_fixed"]
 
 
 @pytest.fixture(scope="module", params=[NATIVE_CC, CROSS_CC], ids=["native", "arm64"])
@@ -611,3 +623,148 @@ def test_guard_window_fault_is_invalid_not_fatal(lookup):
         pytest.skip(f"the counter read works here ({got}): no fault to catch")
     assert got == {"begin": "0", "reads": "0,0", "own": "1", "end": "0", "restored": "1"}
     assert run.ask("window") == "begin=0 reads=0,0 own=1 end=0 restored=1"  # again
+
+
+# --- Module-path exactness: only what was checked is claimed ------------------------
+
+def module_exact_here(arm64: bool) -> bool:
+    """cycles_module_exact() as the program sees it: arm64 on Linux >= 5.17 (qemu-user
+    reports this host's release)."""
+    major, minor = (int(x) for x in os.uname().release.split(".")[:2])
+    return arm64 and (major, minor) >= (5, 17)
+
+
+def test_module_window_edges(lookup):
+    """A module window with nothing read in it: begin takes the CPU, its generation and
+    its indices together; pinned it ends valid (exact where module reads can be); not
+    pinned it is never exact, since a move to another CPU and back would go unseen."""
+    start, fake, arm64 = lookup
+    run = start()
+    cpu = CPUS[0]
+    assert run.ask(f"pin {cpu}") == "ok"
+    got = run.pairs("emptywin")
+    want = 1 | (2 if module_exact_here(arm64) else 0)  # CYCLES_VALID | CYCLES_EXACT
+    assert got == {"begin": 0, "end": want, "cpu": cpu, "gen": fake.generation(cpu)}
+    if len(CPUS) < 2:
+        return
+    assert run.ask("unpin") == "ok"
+    got = run.pairs("emptywin")
+    assert got["begin"] == 0, got
+    assert got["end"] in (0, 1), got  # valid, or moved meanwhile: never exact
+    assert got["gen"] == fake.generation(got["cpu"])
+
+
+def test_module_single_read_never_exact(lookup):
+    """A single module-path reading is not checked against the generation (the cached
+    index may be stale): valid at best, never CYCLES_EXACT."""
+    start, _, arm64 = lookup
+    run = start()
+    assert run.ask(f"pin {CPUS[0]}") == "ok"
+    answer = run.ask("read core")
+    if not answer.startswith("value="):
+        pytest.skip(f"the counter read faults here ({answer}): no flags to see")
+    flags = int(answer.split("flags=")[1])
+    assert flags == 1, answer  # CYCLES_VALID alone
+
+
+def test_guard_keeps_a_handler_installed_after_it(lookup):
+    """The program installs its own fault handler while a module window (the guard) is
+    on: the window's end must not put the handler from before the window back over it."""
+    start, _, _ = lookup
+    run = start()
+    assert run.ask(f"pin {CPUS[0]}") == "ok"
+    assert run.pairs("ownlate") == {"begin": 0, "kept": 1}
+
+
+# --- The fixed read on the module path: only where the module's cycles is on it ------
+
+def test_module_fixed_window(lookup):
+    """cycles_window_begin_fixed() on the module path: it begins only where the module's
+    cycles counter on this CPU is the fixed register (arm64 PMCCNTR_EL0, published as 31;
+    x86 fixed counter 1, 1 << 30 | 1); a window begun elsewhere, or whose CPU's generation
+    changes before its end (the counter moved), ends invalid. A fixed read that faults
+    (no user access here) is caught by the guard and the window ends invalid."""
+    from userlib_helpers import FIXED
+
+    start, fake, arm64 = lookup
+    cpu = CPUS[0]
+    fixed, general = (31, 2) if arm64 else (FIXED + 1, 31)
+    fake.place(cpu, general, [5])
+    run = start()
+    assert run.ask(f"pin {cpu}") == "ok"
+    assert run.pairs("fbegin") == {"begin": -1, "on_fixed": 0}
+    assert run.pairs("fend") == {"end": 0}
+    fake.place(cpu, fixed, [5])
+    assert run.ask("gen") == str(fake.generation(cpu))  # the cache follows
+    assert run.pairs("fbegin") == {"begin": 0, "on_fixed": 1}
+    want = 1 | (2 if module_exact_here(arm64) else 0)
+    assert run.pairs("fend") == {"end": want}
+    # The counter moved (a new generation) between begin and end: invalid.
+    assert run.pairs("fbegin")["begin"] == 0
+    fake.bump(cpu)
+    assert run.pairs("fend") == {"end": 0}
+    # A fixed read in the window: here it faults (no user access), the guard skips it.
+    assert run.pairs("fbegin")["begin"] == 0
+    got = run.pairs("fread")
+    if not got["faulted"]:
+        pytest.skip(f"the counter read works here ({got}): no fault to catch")
+    assert got == {"value": 0, "faulted": 1}
+    assert run.pairs("fend") == {"end": 0}
+
+
+FIXED_READ_SRC = """
+#define _GNU_SOURCE 1
+#include "cycles.h"
+counter_t fixed_read(const struct cycles_window *w)
+{
+	return cycles_window_read_fixed(w, %s);
+}
+"""
+
+
+def function_body(objdump: str, obj: Path, name: str) -> list[str]:
+    """The instructions (mnemonic and operands) of one function of an object file."""
+    text = subprocess.run([objdump, "-d", "--no-show-raw-insn", str(obj)], capture_output=True,
+                          text=True, check=True).stdout
+    body = text.split(f"<{name}>:\n", 1)[1].split("\n\n", 1)[0]
+    return [" ".join(" ".join(ln.split("\t")[1:]).split()) for ln in body.splitlines()
+            if "\t" in ln]
+
+
+@pytest.mark.parametrize("cc,objdump", [(NATIVE_CC, "objdump"),
+                                        (CROSS_CC, "aarch64-linux-gnu-objdump")],
+                         ids=["native", "arm64"])
+def test_fixed_read_is_the_bare_instruction(tmp_path, cc, objdump):
+    """cycles_window_read_fixed() of cycles compiles to the read instruction alone: no
+    load from the window, no branch (arm64: mrs PMCCNTR_EL0; x86: RDPMC of fixed
+    counter 1 with its constant operand)."""
+    need_cc(cc)
+    if shutil.which(objdump) is None:
+        pytest.skip(f"{objdump} absent")
+    src = tmp_path / "fixed.c"
+    src.write_text(FIXED_READ_SRC % "CYCLES_CORE")
+    obj = tmp_path / "fixed.o"
+    compile_c(cc, [src], obj, ["-c"])
+    body = function_body(objdump, obj, "fixed_read")
+    if cc == CROSS_CC:
+        assert body == ["mrs x0, pmccntr_el0", "ret"], body
+    else:
+        assert body[:2] == ["mov $0x40000001,%ecx", "rdpmc"], body
+        assert not any("(" in ins or ins.startswith("j") for ins in body), body
+
+
+@pytest.mark.parametrize("cc,which", [(NATIVE_CC, "n"), (CROSS_CC, "n"),
+                                      (CROSS_CC, "CYCLES_INSN"), (NATIVE_CC, "CYCLES_NR_COUNTERS")],
+                         ids=["native-variable", "arm64-variable", "arm64-insn", "native-range"])
+def test_fixed_read_refuses_what_has_no_fixed_register(tmp_path, cc, which):
+    """The counter of a fixed read is a constant naming a counter with a fixed register
+    here: a variable, arm64's instructions (no fixed register) or an out-of-range counter
+    do not compile."""
+    need_cc(cc)
+    src = tmp_path / "bad.c"
+    src.write_text(FIXED_READ_SRC.replace("const struct cycles_window *w",
+                                          "const struct cycles_window *w, int n") % which)
+    res = subprocess.run([cc, "-O2", "-I", str(INCLUDE), "-c", str(src), "-o",
+                          str(tmp_path / "bad.o")], capture_output=True, text=True)
+    assert res.returncode != 0, f"a fixed read of {which} compiled"
+    assert "cycles_fixed_counter" in res.stderr, res.stderr

@@ -17,7 +17,9 @@ def b(simple_pmu):
     return mod
 
 
-PATHS = ["simple_pmu.read", "simple_pmu.timer", "time.perf_counter_ns", "time.monotonic_ns"]
+WINDOWS = ["Window(thread).cycles", "Window(cpu).cycles"]
+ALWAYS = ["simple_pmu.timer", "time.perf_counter_ns", "time.monotonic_ns"]  # run anywhere
+PATHS = ["simple_pmu.read", *WINDOWS, *ALWAYS]
 
 
 def test_stats_median_quartiles_and_ratios(b):
@@ -50,9 +52,13 @@ def test_bench_has_every_python_path(simple_pmu, b):
     r = b.bench(report, calls=2000, repeats=3)
     assert [p.name for p in r.paths] == PATHS
     by = {p.name: p for p in r.paths}
-    for name in PATHS[1:]:
+    for name in ALWAYS:
         assert by[name].available and len(by[name].samples) == 3
         assert all(s > 0 for s in by[name].samples)
+    for name in WINDOWS:  # read in an open window, or why none could begin
+        window = by[name]
+        assert window.available and len(window.samples) == 3 or \
+            window.reason.startswith(("no window could begin (scope ", "not beside")), window
     assert min(p.ratio for p in r.paths if p.ratio is not None) == 1.0
     counter = by["simple_pmu.read"]
     if report.best("cycles") is None:
@@ -74,7 +80,7 @@ def test_bench_document_validates(simple_pmu, b):
     assert doc["schema"] == jsonout.SCHEMA_VERSION == 3
     assert [p["name"] for p in doc["paths"]] == PATHS
     broken = json.loads(json.dumps(doc))
-    broken["paths"][2]["median_ns"] = -1
+    broken["paths"][PATHS.index("time.perf_counter_ns")]["median_ns"] = -1
     assert list(Draft202012Validator(jsonout.schema()).iter_errors(broken))
 
 
@@ -88,7 +94,7 @@ def test_cli_bench_prints_the_paths(venv):
     assert re.search(r"^ratio \d+\.\d\d \(read / time\.perf_counter_ns\(\)", out, re.M)
     assert len(re.findall(r"^ratio ", out, re.M)) == 1
     assert "Python read paths, 3 x 20000 calls, loop included:" in out
-    for name in PATHS[1:]:
+    for name in ALWAYS:
         assert re.search(rf"^{re.escape(name)}\s+\d+\.\d\d\s", out, re.M), out
     res = run(venv, "bench", "--calls", "2000", "--repeats", "2", "--json")
     data = json.loads(res.stdout)

@@ -238,11 +238,11 @@ def driver_measure(fake, mods, simple_pmu, monkeypatch):
     monkeypatch.setattr(mods["measure"], "_cache", {"report": report})
     monkeypatch.setattr(mods["measure"], "_local", mods["measure"]._ThreadState())
 
-    def run(values, cycle_index=31, insn_index=5, before=10, after=10):
+    def run(values, cycle_index=31, insn_index=5, before=10, after=10, valid=1):
         FakeSpan.values_ = values
         FakeSpan.info_ = {"cpu": CPUS[0], "cycle_index": cycle_index,
                           "insn_index": insn_index, "generation_before": before,
-                          "generation_after": after}
+                          "generation_after": after, "valid": valid, "exact": valid}
         with simple_pmu.measure("driver") as m:
             pass
         return m
@@ -271,6 +271,14 @@ def test_measure_reports_a_generation_change(driver_measure):
         "offline and back, or the settings changed); counts discarded, measure again")
     m = driver_measure((100, 200, 300, 400), before=42, after=42)
     assert (m.cycles, m.instructions, m.generation) == (100, 100, 42)
+
+
+def test_measure_discards_an_invalid_window(driver_measure):
+    """cycles.h's window said invalid (a read faulted): no counts, whatever was read."""
+    m = driver_measure((100, 200, 300, 400), valid=0)
+    assert m.cycles is None and m.instructions is None and not m.ok
+    assert m.reason.code == "measure_window_invalid"
+    assert m.reason.startswith(f"the driver's counters on CPU {CPUS[0]} could not be read")
 
 
 def test_measure_refuses_a_bad_event_width(driver_measure, fake, simple_pmu):
@@ -514,6 +522,8 @@ for cpu in sorted(allowed):
         out[cpu]["read"] = "value"
     except simple_pmu.CounterFault as exc:
         out[cpu]["read"] = exc.signal
+    except simple_pmu.CounterUnavailable as exc:  # nothing of the module's to read
+        out[cpu]["read"] = "unavailable"
 os.sched_setaffinity(0, allowed)
 backend = probe.probe_driver(probe.cpu_info())
 out["probe"] = [[r.code, str(r)] for r in backend.reasons]
@@ -524,7 +534,8 @@ print(json.dumps(out))
 @pytest.fixture
 def x86_native(tmp_path, mods):
     """The extension built for a FakeX86Driver (CYCLES_SYSFS_DIR, CYCLES_EVENT_SOURCE_DIR),
-    run in a fresh interpreter: (run, fake), run() -> what X86_NATIVE_CHECK prints."""
+    run in a fresh interpreter: (run, fake), run(script) -> what the script (default
+    X86_NATIVE_CHECK) prints as JSON."""
     import json
     import shutil
     import subprocess
@@ -546,8 +557,8 @@ def x86_native(tmp_path, mods):
     res = subprocess.run(cmd, capture_output=True, text=True)
     assert res.returncode == 0, res.stderr
 
-    def run() -> dict[str, object]:
-        res = subprocess.run([sys.executable, "-c", X86_NATIVE_CHECK, str(fake.event_source)],
+    def run(script: str = X86_NATIVE_CHECK) -> dict[str, object]:
+        res = subprocess.run([sys.executable, "-c", script, str(fake.event_source)],
                              capture_output=True, text=True, timeout=60,
                              env=dict(os.environ, PYTHONPATH=str(pkg.parent)))
         assert res.returncode == 0, res.stderr
@@ -582,6 +593,7 @@ def test_x86_native_refuses(x86_native):
     fake.cpu_attr(bad, "user_access", 0)
     got = run()
     assert got[str(bad)]["available"] == 0
+    assert got[str(bad)]["read"] == "unavailable"  # not read: the module says no
     for cpu in CPUS[1:]:
         assert got[str(cpu)]["available"] == 5
     fake.attr("rdpmc_fixed", 0)

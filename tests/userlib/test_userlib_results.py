@@ -85,7 +85,8 @@ def test_ok(stand_in, simple_pmu):  # noqa: F811
 def _span(before=10, after=10):
     FakeSpan.values_ = (100, 350, 10, 40)
     FakeSpan.info_ = {"cpu": CPUS[0], "cycle_index": 31, "insn_index": 5,
-                      "generation_before": before, "generation_after": after}
+                      "generation_before": before, "generation_after": after,
+                      "valid": 1, "exact": 1}
 
 
 def test_strict_raises_where_a_result_would_lack_counts(driver_measure, simple_pmu):  # noqa: F811

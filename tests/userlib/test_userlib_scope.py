@@ -19,7 +19,8 @@ from test_userlib_threads import stand_in  # noqa: F401
 def _driver_span(values=(100, 350, 10, 40)):
     FakeSpan.values_ = values
     FakeSpan.info_ = {"cpu": CPUS[0], "cycle_index": 31, "insn_index": 5,
-                      "generation_before": 10, "generation_after": 10}
+                      "generation_before": 10, "generation_after": 10,
+                      "valid": 1, "exact": 1}
 
 
 def test_thread_by_default_and_cpu_when_asked(driver_measure, simple_pmu, mods):  # noqa: F811

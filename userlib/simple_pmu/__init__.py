@@ -9,6 +9,9 @@
     m.ok, m.reason, m.exact            # both counts there; why not; exact or advisory
     with simple_pmu.Counters() as c:   # raw reads: Sample, and Sample - Sample a Delta
         a = c.read(); work(); d = c.read() - a
+    with simple_pmu.Window() as w:     # cycles.h's window: bare reads, checked at the end
+        a = w.cycles(); work(); b = w.cycles()
+    n = w.delta(a, b)                  # only if w.valid (else CounterUnavailable)
 
 Errors: every exception simple_pmu raises on purpose is a simple_pmu.Error (see
 simple_pmu.errors): UsageError (a bad argument; also ValueError), CounterUnavailable
@@ -35,6 +38,7 @@ from simple_pmu.errors import (
     PerfError,
     UsageError,
 )
+from simple_pmu.window import Window, WindowResult
 
 __version__ = "0.1.0"  # the one place: userlib/ and root pyproject.toml read it
 
@@ -67,6 +71,8 @@ __all__ = [
     "Report",
     "Sample",
     "UsageError",
+    "Window",
+    "WindowResult",
     "known_loop",
     "measure",
     "native",

@@ -34,8 +34,9 @@ group's time_running / time_enabled over the block: below 1.0 the PMU was shared
 0 time running: counts None and m.reason says why.
 With the driver, a read that faults (arm64: perf used the PMU on this CPU less than
 2 * recheck_ms ago) raises no signal: the extension turns it into CounterFault. At the
-start of the block measure() then retries for up to 2 * recheck_ms + 0.1 s (then raises
-CounterUnavailable); at its end it leaves the counts None and says why in m.reason.
+start of the block measure() then retries for up to 2 * recheck_ms + 0.1 s; if reads
+have not come back by then, or at its end, it leaves the counts None and says why in
+m.reason (strict=True raises CounterUnavailable instead).
 If the module was unloaded since the probe, the default measure() probes again.
 Threads and fork: the probe's report is shared by the process; the counters are per
 thread. Each thread's first measure() opens that thread's own perf group (pid 0: it
@@ -479,6 +480,8 @@ class measure:  # noqa: N801 - used as a function: with measure() as m
                             if reader.backend == "driver" and native is not None else None)
         self.pinned = PinnedCpu(reader)
         self.i0 = self.c0 = 0
+        self.unavailable: Reason | None = None
+        self.t0 = time.perf_counter_ns()
         try:
             result.cpu = self.pinned.__enter__().cpu
             if span is None:
@@ -498,6 +501,14 @@ class measure:  # noqa: N801 - used as a function: with measure() as m
                 span.start()  # the last thing before the block
             except CounterFault:
                 _retrying(reader, span.start)
+        except CounterUnavailable as err:
+            # Reads did not come back within the retry time (perf keeps using the PMU
+            # on that CPU): a result without counts and with the reason, as for any
+            # other failure; raised only when strict.
+            if self.strict:
+                self._close()
+                raise
+            self.unavailable = as_reason(str(err), err.code)
         except BaseException:
             self._close()
             raise
@@ -505,6 +516,9 @@ class measure:  # noqa: N801 - used as a function: with measure() as m
 
     def __exit__(self, typ: object, value: object, tb: object) -> None:
         # Named parameters: *args would allocate a tuple before the reads.
+        if self.unavailable is not None:
+            self._finish(self.unavailable, 0, 0, strict=False)
+            return
         span = self.span
         if span is not None:
             try:
@@ -566,6 +580,9 @@ class measure:  # noqa: N801 - used as a function: with measure() as m
             if before != after:
                 result.reason = reasons.MEASURE_GENERATION_CHANGED.format(
                     cpu=info["cpu"], before=before, after=after)
+                return
+            if not info["valid"]:  # cycles.h's window: the CPU changed or a read faulted
+                result.reason = reasons.MEASURE_WINDOW_INVALID.format(cpu=info["cpu"])
                 return
             result.generation = after or None
             widths = reader.placed_widths(info["cycle_index"], info["insn_index"])

@@ -7,17 +7,23 @@
  * self-monitoring through the event's mmap page, CPUID, and the two fixed
  * loops (known_loop, xor_loop) whose cost is known in advance.
  *
- * driver_cycles() and driver_instructions() are guarded: where user access
- * is off (module unloaded, or on arm64 for up to 2 * recheck_ms after perf
- * used the PMU on this CPU) the fault (SIGSEGV on x86, SIGILL on arm64) is
- * caught and raised as simple_pmu.errors.CounterFault instead of killing
- * the process. The handler acts only on a fault raised by the kernel in the
- * thread inside a guarded read; any other SIGILL/SIGSEGV goes to the handler
- * that was installed before (Python's faulthandler, or the default action).
- * PerfPage.read() and guarded_tsc() are guarded the same way, so that
- * simple_pmu.probe can make its trial reads in-process. The exceptions are
- * the classes of simple_pmu.errors (imported at load), so one hierarchy
- * rooted in simple_pmu.Error covers Python and C.
+ * Counter reads go through cycles.h only: driver_*() and DriverSpan are its
+ * module path (cycles_read() and the window API with the scope set to CPU),
+ * Window is its window API on the path of the scope asked for, and
+ * PerfPage.read() is its mmap-page reader (cycles_page_read()) on a page the
+ * Python library opened itself. Nothing is read where the module publishes
+ * no counter of its own (no 2011 fallback to fixed counters). A module read
+ * that faults is caught by cycles.h's guard (the instruction is skipped) and
+ * raised as simple_pmu.errors.CounterFault, or makes the window invalid.
+ *
+ * guarded_tsc() and PerfPage.read() (the probe's trial reads) have a guard
+ * of their own here: a fault inside them is raised as CounterFault instead
+ * of killing the process. That handler acts only on a fault raised by the
+ * kernel in the thread inside such a read; any other SIGILL/SIGSEGV goes to
+ * the handler that was installed before (Python's faulthandler, or the
+ * default action). The exceptions are the classes of simple_pmu.errors
+ * (imported at load), so one hierarchy rooted in simple_pmu.Error covers
+ * Python and C.
  *
  * Needs no generated file; a native or cross build is one line:
  *   aarch64-linux-gnu-gcc -O2 -shared -fPIC -I$PYINC -Iinclude \
@@ -40,12 +46,11 @@
 #include <linux/perf_event.h>
 
 /*
- * driver_*() are the module's CPU-wide counters, read as in 2011 (a fault
- * reaches GUARDED_READ's handler): cycles.h's legacy mode, until they move
- * to cycles_read() and its reading flags.
+ * Every thread of this extension starts on the module's CPU-wide path
+ * (driver_*(), DriverSpan); a Window of scope "thread" switches its thread
+ * to perf self-monitoring (use_scope()).
  */
 #define CYCLES_SCOPE_CPU 1
-#define CYCLES_2011_READS 1
 #include "cycles.h"
 
 #if defined(__x86_64__)
@@ -55,9 +60,6 @@
 #else
 #error "simple_pmu._native supports x86-64 and arm64 only"
 #endif
-
-/* The mmap page index of PMCCNTR_EL0 is 32: hardware counter 31. */
-#define ARM64_CYCLE_COUNTER_IDX	31
 
 #define compiler_barrier()	__asm__ __volatile__("" : : : "memory")
 
@@ -127,6 +129,13 @@ static int guard_install_one(int sig, struct sigaction *old)
 		return -1;
 	if ((cur.sa_flags & SA_SIGINFO) && cur.sa_sigaction == guard_handler)
 		return 0;
+	/*
+	 * cycles.h's guard is on (a module window is open in some thread): it
+	 * puts back what it replaced when its last user ends; installing over
+	 * it now would make the two handlers each other's predecessor.
+	 */
+	if ((cur.sa_flags & SA_SIGINFO) && cur.sa_sigaction == cycles_guard_handler)
+		return 0;
 	memset(&sa, 0, sizeof(sa));
 	sa.sa_sigaction = guard_handler;
 	/* NODEFER: leaving by siglongjmp must not leave the signal blocked. */
@@ -191,20 +200,56 @@ static PyObject *guard_fault(const char *what, int sig)
 		guard_active = 0;					\
 	} while (0)
 
+/*
+ * The scope this thread's cycles.h state was last set to: cycles_set_scope()
+ * closes and reopens the thread's events, so it is called only on a change.
+ * A forked child keeps the value, as cycles.h keeps the scope.
+ */
+static __thread int native_scope = CYCLES_SCOPE_CPU_ID;
+
+static void use_scope(int scope)
+{
+	if (native_scope != scope) {
+		cycles_set_scope(scope);
+		native_scope = scope;
+	}
+	/* No path yet: the module may have been loaded since (re-check). */
+	if (cycles_path() == CYCLES_PATH_NONE)
+		perfmon_available();
+}
+
+/* CounterUnavailable("reading WHAT on CPU n: why") for a reading not valid. */
+static PyObject *driver_unavailable(const char *what)
+{
+	const char *why = cycles_unavailable_reason();
+
+	PyErr_Format(CounterUnavailable, "reading %s on CPU %d: %s", what,
+		     sched_getcpu(), why ? why :
+		     "the module publishes no such counter on this CPU");
+	return NULL;
+}
+
+/* The module's counter @which on this CPU, through cycles_read(). */
+static PyObject *driver_read(int which, const char *what)
+{
+	struct cycles_reading r;
+
+	use_scope(CYCLES_SCOPE_CPU_ID);
+	if (cycles_read(which, &r) == 0)
+		return ulonglong(r.value);
+	if (r.flags & CYCLES_FAULTED)
+		return guard_fault(what, CYCLES_GUARD_SIGNAL);
+	return driver_unavailable(what);
+}
+
 static PyObject *native_driver_cycles(PyObject *mod, PyObject *unused)
 {
-	counter_t v;
-
-	GUARDED_READ(v, unhalted_core(), "the cycle counter");
-	return ulonglong(v);
+	return driver_read(CYCLES_CORE, "the cycle counter");
 }
 
 static PyObject *native_driver_instructions(PyObject *mod, PyObject *unused)
 {
-	counter_t v;
-
-	GUARDED_READ(v, insn_retired(), "the instructions counter");
-	return ulonglong(v);
+	return driver_read(CYCLES_INSN, "the instructions counter");
 }
 
 /* The timer, guarded: RDTSC faults under PR_SET_TSC, CNTVCT_EL0 without
@@ -237,11 +282,13 @@ static PyObject *native_driver_indices(PyObject *mod, PyObject *unused)
 
 static PyObject *native_driver_ref_cycles(PyObject *mod, PyObject *unused)
 {
+	use_scope(CYCLES_SCOPE_CPU_ID);
 	return ulonglong(unhalted_ref());
 }
 
 static PyObject *native_driver_available(PyObject *mod, PyObject *unused)
 {
+	use_scope(CYCLES_SCOPE_CPU_ID);
 	return PyLong_FromLong(perfmon_available());
 }
 
@@ -489,49 +536,21 @@ static PyObject *perfpage_close(PerfPage *self, PyObject *unused)
 	Py_RETURN_NONE;
 }
 
-static unsigned long long read_hw_counter(unsigned int hw_idx)
+static counter_t perfpage_hw_read(unsigned int hw, void *arg)
 {
-#if defined(__x86_64__)
-	/* perf's index already carries bit 30 for fixed counters. */
-	return cycles_rdpmc(hw_idx);
-#else
-	/* perf's own counter number: PMCCNTR_EL0 itself, not the driver's index. */
-	if (hw_idx == ARM64_CYCLE_COUNTER_IDX)
-		return cycles_read_pmccntr();
-	return cycles_read_pmevcntr(hw_idx);
-#endif
+	(void)arg;
+	return cycles_hw_read(hw);	/* perf's index - 1: x86 RDPMC operand, arm64 31 = PMCCNTR */
 }
 
-/* The seqlock loop of include/uapi/linux/perf_event.h. */
-static int perfpage_count(volatile struct perf_event_mmap_page *pc,
+/* cycles.h's reader of the page (the one cycles_read() uses): 1 if user reads work. */
+static int perfpage_count(const volatile struct perf_event_mmap_page *pc,
 			  unsigned long long *count)
 {
-	unsigned int seq, idx, width;
-	unsigned long long cnt;
-	long long pmc;
-	int rdpmc_ok;
+	struct cycles_page_value v;
+	int rc = cycles_page_read(pc, perfpage_hw_read, NULL, &v);
 
-	do {
-		seq = pc->lock;
-		compiler_barrier();
-		idx = pc->index;
-		cnt = pc->offset;
-		rdpmc_ok = pc->cap_user_rdpmc && idx;
-		if (rdpmc_ok) {
-			width = pc->pmc_width;
-			pmc = (long long)read_hw_counter(idx - 1);
-			/* Sign-extend from the counter's width. */
-			if (width > 0 && width < 64) {
-				pmc = (long long)((unsigned long long)pmc
-						  << (64 - width));
-				pmc >>= 64 - width;
-			}
-			cnt += (unsigned long long)pmc;
-		}
-		compiler_barrier();
-	} while (pc->lock != seq);
-	*count = cnt;
-	return rdpmc_ok;
+	*count = v.value;
+	return rc == 0;
 }
 
 static PyObject *perfpage_read(PerfPage *self, PyObject *unused)
@@ -614,24 +633,27 @@ static PyTypeObject PerfPageType = {
 };
 
 /*
- * DriverSpan: the four reads of a measurement, with no Python object made
- * between the first and the last: start() reads instructions then cycles,
- * stop() cycles then instructions, both into this struct (returning None),
- * so what runs between them is the same every time and the instructions
- * counted around known_loop(n) are exactly 2n plus a constant.
+ * DriverSpan: the four reads of a measurement on the module path, with no
+ * Python object made between the first and the last: start() reads
+ * instructions then cycles, stop() cycles then instructions, both into this
+ * struct (returning None), so what runs between them is the same every time
+ * and the instructions counted around known_loop(n) are exactly 2n plus a
+ * constant.
  *
- * Outside that span, start() first reads this CPU's generation
- * (cycles_generation(), which also brings the cached counter indices up
- * to date) and the indices the reads will use, and stop() reads the
- * generation again after its reads: info() has both, so the caller can
- * tell whether the counts belong together.
+ * The reads are a cycles.h window of scope CPU: start() first makes one
+ * guarded cycles_read() (a fault raises CounterFault, so measure() can wait
+ * for the module to re-grant access), then cycles_window_begin() (this CPU,
+ * its generation and counter indices), then the two reads; stop() reads and
+ * ends the window. info()["valid"] is what cycles_window_end() said: 0 when
+ * the CPU or its generation changed or a read faulted (the values are junk).
  */
 typedef struct {
 	PyObject_HEAD
 	int insn;
-	int started, stopped;
-	int cpu, cycle_idx, insn_idx;
-	unsigned long gen0, gen1;
+	int open, started, stopped;
+	unsigned int flags;
+	unsigned long gen1;
+	struct cycles_window w;
 	counter_t i0, c0, c1, i1;
 } DriverSpan;
 
@@ -643,31 +665,59 @@ static int driverspan_init(DriverSpan *self, PyObject *args, PyObject *kw)
 	if (!PyArg_ParseTupleAndKeywords(args, kw, "|p:DriverSpan", kwlist, &insn))
 		return -1;
 	self->insn = insn;
-	self->started = self->stopped = 0;
+	self->open = self->started = self->stopped = 0;
 	return 0;
+}
+
+static void driverspan_close(DriverSpan *self)
+{
+	if (self->open) {
+		self->flags = cycles_window_end(&self->w);
+		self->open = 0;
+	}
+}
+
+static void driverspan_dealloc(DriverSpan *self)
+{
+	driverspan_close(self);	/* the guard is counted: give it back */
+	Py_TYPE(self)->tp_free((PyObject *)self);
 }
 
 static PyObject *driverspan_start(DriverSpan *self, PyObject *unused)
 {
+	struct cycles_reading r;
+
+	driverspan_close(self);
 	self->started = self->stopped = 0;
-	self->i0 = self->i1 = 0;
+	self->i0 = self->i1 = self->c0 = self->c1 = 0;
+	self->flags = 0;
 	self->gen1 = 0;
-	self->gen0 = cycles_generation();
-	self->cpu = sched_getcpu();
-	self->cycle_idx = cycles_cycle_index();
-	self->insn_idx = cycles_insn_index();
+	use_scope(CYCLES_SCOPE_CPU_ID);
+	if (cycles_read(CYCLES_CORE, &r) < 0) {
+		if (r.flags & CYCLES_FAULTED)
+			return guard_fault("the cycle counter", CYCLES_GUARD_SIGNAL);
+		return driver_unavailable("the cycle counter");
+	}
+	if (cycles_window_begin(&self->w) < 0)
+		return driver_unavailable("the module's counters");
+	self->open = 1;
 	if (self->insn)
-		GUARDED_READ(self->i0, insn_retired(), "the instructions counter");
-	GUARDED_READ(self->c0, unhalted_core(), "the cycle counter");
+		self->i0 = cycles_window_read(&self->w, CYCLES_INSN);
+	self->c0 = cycles_window_read(&self->w, CYCLES_CORE);
 	self->started = 1;
 	Py_RETURN_NONE;
 }
 
 static PyObject *driverspan_stop(DriverSpan *self, PyObject *unused)
 {
-	GUARDED_READ(self->c1, unhalted_core(), "the cycle counter");
+	if (!self->open) {
+		PyErr_SetString(PyExc_RuntimeError, "DriverSpan.stop: start() first");
+		return NULL;
+	}
+	self->c1 = cycles_window_read(&self->w, CYCLES_CORE);
 	if (self->insn)
-		GUARDED_READ(self->i1, insn_retired(), "the instructions counter");
+		self->i1 = cycles_window_read(&self->w, CYCLES_INSN);
+	driverspan_close(self);
 	self->gen1 = cycles_generation();
 	self->stopped = self->started;
 	Py_RETURN_NONE;
@@ -683,6 +733,11 @@ static PyObject *driverspan_values(DriverSpan *self, PyObject *unused)
 	return Py_BuildValue("(KKKK)", self->c0, self->c1, self->i0, self->i1);
 }
 
+static int hw_index(unsigned int hw)
+{
+	return hw == CYCLES_HW_NONE ? -1 : (int)hw;
+}
+
 static PyObject *driverspan_info(DriverSpan *self, PyObject *unused)
 {
 	if (!self->stopped) {
@@ -690,27 +745,30 @@ static PyObject *driverspan_info(DriverSpan *self, PyObject *unused)
 				"DriverSpan.info: start() and stop() first");
 		return NULL;
 	}
-	return Py_BuildValue("{s:i,s:i,s:i,s:k,s:k}", "cpu", self->cpu,
-			     "cycle_index", self->cycle_idx,
-			     "insn_index", self->insn_idx,
-			     "generation_before", self->gen0,
-			     "generation_after", self->gen1);
+	return Py_BuildValue("{s:i,s:i,s:i,s:k,s:k,s:i,s:i}", "cpu", self->w.cpu,
+			     "cycle_index", hw_index(self->w.hw[CYCLES_CORE]),
+			     "insn_index", hw_index(self->w.hw[CYCLES_INSN]),
+			     "generation_before", self->w.generation,
+			     "generation_after", self->gen1,
+			     "valid", !!(self->flags & CYCLES_VALID),
+			     "exact", !!(self->flags & CYCLES_EXACT));
 }
 
 static PyMethodDef driverspan_methods[] = {
 	{ "start", (PyCFunction)driverspan_start, METH_NOARGS,
-	  "start() -> None\n--\n\nRead instructions (if counted) then cycles. "
-	  "CounterFault if access is off." },
+	  "start() -> None\n--\n\nBegin a module window; read instructions (if "
+	  "counted) then cycles. CounterFault if access is off, "
+	  "CounterUnavailable if the module has no counter here." },
 	{ "stop", (PyCFunction)driverspan_stop, METH_NOARGS,
-	  "stop() -> None\n--\n\nRead cycles then instructions. CounterFault if "
-	  "access is off." },
+	  "stop() -> None\n--\n\nRead cycles then instructions; end the window." },
 	{ "values", (PyCFunction)driverspan_values, METH_NOARGS,
 	  "values() -> tuple\n--\n\nThe raw reads (c0, c1, i0, i1); i0, i1 are "
 	  "0 without instructions." },
 	{ "info", (PyCFunction)driverspan_info, METH_NOARGS,
 	  "info() -> dict\n--\n\ncpu, cycle_index and insn_index (the "
 	  "counters read; -1 none), generation_before and generation_after "
-	  "(this CPU's generation around the reads; 0 if unreadable)." },
+	  "(this CPU's generation at start and after stop), valid (1: the "
+	  "window held: same CPU, same generation, no fault) and exact." },
 	{ NULL }
 };
 
@@ -723,7 +781,260 @@ static PyTypeObject DriverSpanType = {
 	.tp_flags = Py_TPFLAGS_DEFAULT,
 	.tp_new = PyType_GenericNew,
 	.tp_init = (initproc)driverspan_init,
+	.tp_dealloc = (destructor)driverspan_dealloc,
 	.tp_methods = driverspan_methods,
+};
+
+/*
+ * Window: cycles.h's window API for Python, on the path of its scope
+ * (0 thread: perf self-monitoring; 1 cpu: the module). begin() resolves
+ * the path, counters and sequence once; cycles() and instructions() are the
+ * bare read instruction plus the int object; end() validates (perf's `lock`
+ * unchanged; the module's CPU and generation unchanged, no fault) and
+ * returns cycles.h's flags, 0 for invalid. A window belongs to the thread
+ * that began it (cycles.h's state and guard are per thread) and to its
+ * process: reads elsewhere raise, and in a forked child end() says invalid
+ * without touching the parent's pages (not mapped there).
+ */
+enum { WIN_IDLE, WIN_OPEN, WIN_FAILED, WIN_ENDED };
+
+typedef struct {
+	PyObject_HEAD
+	int scope;
+	int state;
+	unsigned int flags;
+	pthread_t owner;
+	unsigned long forks;
+	struct cycles_window w;
+	char reason[512];	/* why begin() failed or end() said invalid */
+} Window;
+
+static int window_init(Window *self, PyObject *args, PyObject *kw)
+{
+	static char *kwlist[] = { "scope", NULL };
+	int scope = CYCLES_SCOPE_THREAD_ID;
+
+	if (!PyArg_ParseTupleAndKeywords(args, kw, "|i:Window", kwlist, &scope))
+		return -1;
+	if (scope != CYCLES_SCOPE_THREAD_ID && scope != CYCLES_SCOPE_CPU_ID) {
+		PyErr_Format(PyExc_ValueError, "Window: scope %d is not 0 (thread) "
+			     "or 1 (cpu)", scope);
+		return -1;
+	}
+	if (self->state == WIN_OPEN) {
+		PyErr_SetString(PyExc_RuntimeError, "Window: open");
+		return -1;
+	}
+	self->scope = scope;
+	self->state = WIN_IDLE;
+	self->reason[0] = 0;
+	return 0;
+}
+
+static int window_here(Window *self)
+{
+	return self->forks == fork_count &&
+	       pthread_equal(self->owner, pthread_self());
+}
+
+/* End an open window; 0 (invalid) in a forked child. */
+static unsigned int window_finish(Window *self)
+{
+	unsigned int flags = 0;
+
+	if (self->forks != fork_count) {
+		/* The module path's guard count came with the fork: give it back. */
+		if (self->w.path == CYCLES_PATH_MODULE)
+			cycles_window_end(&self->w);
+		snprintf(self->reason, sizeof(self->reason), "the window was begun "
+			 "in the parent of this forked process");
+	} else {
+		flags = cycles_window_end(&self->w);
+		if (!(flags & CYCLES_VALID))
+			snprintf(self->reason, sizeof(self->reason), "%s",
+				 self->w.path == CYCLES_PATH_MODULE ?
+				 "the module's counters changed during the window "
+				 "(the thread left its CPU, the CPU's generation "
+				 "changed, or a read faulted)" :
+				 "perf moved, stopped or multiplexed the events "
+				 "during the window (their mmap page's lock changed)");
+	}
+	self->state = WIN_ENDED;
+	self->flags = flags;
+	return flags;
+}
+
+static void window_dealloc(Window *self)
+{
+	if (self->state == WIN_OPEN && window_here(self))
+		window_finish(self);
+	Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+/* Why no window could begin on this thread's path. */
+static void window_why_not(Window *self)
+{
+	const char *why;
+	int path = cycles_path();
+
+	switch (path) {
+	case CYCLES_PATH_PERF_MMAP:
+		why = "an event is not on a counter now (index 0: perf "
+		      "multiplexed or has not scheduled it); begin again";
+		break;
+	case CYCLES_PATH_PERF_READ:
+		why = cycles_path_note();
+		break;
+	case CYCLES_PATH_MODULE:
+		why = "the module publishes no cycle counter on this CPU, or "
+		      "its generation cannot be read";
+		break;
+	default:
+		why = cycles_unavailable_reason();
+		break;
+	}
+	/* The precision bounds what cycles.h hands over (its own 512 bytes). */
+	snprintf(self->reason, sizeof(self->reason), "%s%.400s",
+		 path == CYCLES_PATH_PERF_READ ?
+		 "only read(2) of perf is possible here, no window: " : "",
+		 why ? why : "no counter can be read here");
+}
+
+static PyObject *window_begin(Window *self, PyObject *unused)
+{
+	if (self->state == WIN_OPEN) {
+		PyErr_SetString(PyExc_RuntimeError,
+				"Window.begin: already begun (end() first)");
+		return NULL;
+	}
+	self->owner = pthread_self();
+	self->forks = fork_count;
+	self->flags = 0;
+	self->reason[0] = 0;
+	use_scope(self->scope);
+	if (cycles_window_begin(&self->w) < 0) {
+		window_why_not(self);
+		self->state = WIN_FAILED;
+		Py_RETURN_FALSE;
+	}
+	self->state = WIN_OPEN;
+	Py_RETURN_TRUE;
+}
+
+static PyObject *window_not_open(Window *self)
+{
+	if (self->state != WIN_OPEN)
+		PyErr_SetString(PyExc_RuntimeError, "Window: not open (begin() "
+				"failed, was not called, or end() was)");
+	else
+		PyErr_SetString(PyExc_RuntimeError, "Window: read in another "
+				"thread or process than the one that began it");
+	return NULL;
+}
+
+/* The reads: a state check (a compare each) and the bare instruction. */
+static PyObject *window_cycles(Window *self, PyObject *unused)
+{
+	if (__builtin_expect(self->state != WIN_OPEN || !window_here(self), 0))
+		return window_not_open(self);
+	return ulonglong(cycles_window_read(&self->w, CYCLES_CORE));
+}
+
+static PyObject *window_instructions(Window *self, PyObject *unused)
+{
+	if (__builtin_expect(self->state != WIN_OPEN || !window_here(self), 0))
+		return window_not_open(self);
+	return ulonglong(cycles_window_read(&self->w, CYCLES_INSN));
+}
+
+static PyObject *window_end(Window *self, PyObject *unused)
+{
+	if (self->state != WIN_OPEN)
+		return PyLong_FromLong(0);
+	if (self->forks == fork_count &&
+	    !pthread_equal(self->owner, pthread_self())) {
+		PyErr_SetString(PyExc_RuntimeError, "Window.end: in another "
+				"thread than the one that began it");
+		return NULL;
+	}
+	return PyLong_FromUnsignedLong(window_finish(self));
+}
+
+static int window_which(const char *name)
+{
+	if (!strcmp(name, "cycles"))
+		return CYCLES_CORE;
+	if (!strcmp(name, "instructions"))
+		return CYCLES_INSN;
+	PyErr_Format(PyExc_ValueError, "Window: counter %s is not cycles or "
+		     "instructions", name);
+	return -1;
+}
+
+static PyObject *window_delta(Window *self, PyObject *args)
+{
+	unsigned long long a, b;
+	const char *name;
+	int which;
+
+	if (!PyArg_ParseTuple(args, "sKK:delta", &name, &a, &b))
+		return NULL;
+	which = window_which(name);
+	if (which < 0)
+		return NULL;
+	return ulonglong(cycles_window_delta(&self->w, which, a, b));
+}
+
+static PyObject *window_info(Window *self, PyObject *unused)
+{
+	int begun = self->state != WIN_IDLE;
+	int path = begun ? self->w.path : CYCLES_PATH_NONE;
+
+	return Py_BuildValue(
+		"{s:i,s:s,s:i,s:i,s:k,s:i,s:i,s:I,s:I,s:I,s:s}",
+		"path", path, "path_name", cycles_path_name(path),
+		"scope", self->scope,
+		"cpu", begun ? self->w.cpu : -1,
+		"generation", begun ? self->w.generation : 0UL,
+		"cycle_index", begun ? hw_index(self->w.hw[CYCLES_CORE]) : -1,
+		"insn_index", begun ? hw_index(self->w.hw[CYCLES_INSN]) : -1,
+		"cycles_width", begun ? self->w.width[CYCLES_CORE] : 0U,
+		"instructions_width", begun ? self->w.width[CYCLES_INSN] : 0U,
+		"flags", self->flags, "reason", self->reason);
+}
+
+static PyMethodDef window_methods[] = {
+	{ "begin", (PyCFunction)window_begin, METH_NOARGS,
+	  "begin() -> bool\n--\n\nBegin a window on this thread's path of the "
+	  "scope: False (info()['reason'] says why) if none can begin now." },
+	{ "cycles", (PyCFunction)window_cycles, METH_NOARGS,
+	  "cycles() -> int\n--\n\nThe raw cycle counter: one rdpmc / mrs." },
+	{ "instructions", (PyCFunction)window_instructions, METH_NOARGS,
+	  "instructions() -> int\n--\n\nThe raw instructions counter (0 if the "
+	  "window has none)." },
+	{ "end", (PyCFunction)window_end, METH_NOARGS,
+	  "end() -> int\n--\n\ncycles.h's flags: CYCLES_VALID (1) | "
+	  "CYCLES_EXACT (2), or 0: invalid (info()['reason'] says why)." },
+	{ "delta", (PyCFunction)window_delta, METH_VARARGS,
+	  "delta(counter, first, second, /) -> int\n--\n\nsecond - first modulo "
+	  "the counter's width (cycles_window_delta())." },
+	{ "info", (PyCFunction)window_info, METH_NOARGS,
+	  "info() -> dict\n--\n\npath, path_name, scope, cpu, generation, "
+	  "cycle_index, insn_index, the widths, flags and reason." },
+	{ NULL }
+};
+
+static PyTypeObject WindowType = {
+	PyVarObject_HEAD_INIT(NULL, 0)
+	.tp_name = "simple_pmu._native.Window",
+	.tp_doc = "Window(scope=0)\n--\n\ncycles.h's window API: scope 0 this "
+		  "thread (perf self-monitoring), 1 this CPU (the module).",
+	.tp_basicsize = sizeof(Window),
+	.tp_flags = Py_TPFLAGS_DEFAULT,
+	.tp_new = PyType_GenericNew,
+	.tp_init = (initproc)window_init,
+	.tp_dealloc = (destructor)window_dealloc,
+	.tp_methods = window_methods,
 };
 
 static PyMethodDef native_methods[] = {
@@ -744,14 +1055,15 @@ static PyMethodDef native_methods[] = {
 	  "driver_available() -> int\n--\n\ncycles.h perfmon_available(): > 0 "
 	  "when the simple-pmu driver's counters can be read. Never faults." },
 	{ "driver_cycles", native_driver_cycles, METH_NOARGS,
-	  "driver_cycles() -> int\n--\n\ncycles.h unhalted_core(): the counter "
-	  "this CPU's cycle_index names (x86: RDPMC of it). CounterFault (the "
-	  "process lives) if access is off." },
+	  "driver_cycles() -> int\n--\n\ncycles.h cycles_read(CYCLES_CORE) on the "
+	  "module path: the counter this CPU's cycle_index names. CounterFault "
+	  "(the process lives) if the read faulted, CounterUnavailable if the "
+	  "module publishes none (nothing is read)." },
 	{ "driver_instructions", native_driver_instructions, METH_NOARGS,
-	  "driver_instructions() -> int\n--\n\ncycles.h insn_retired(): the "
-	  "counter this CPU's event_index names for INST_RETIRED (x86 0xc0: "
-	  "RDPMC of it; arm64 0x08: 0 if none). CounterFault (the process "
-	  "lives) if access is off." },
+	  "driver_instructions() -> int\n--\n\ncycles.h cycles_read(CYCLES_INSN) "
+	  "on the module path: the counter this CPU's event_index names for "
+	  "INST_RETIRED (x86 0xc0, arm64 0x08). CounterFault if the read "
+	  "faulted, CounterUnavailable if the module publishes none." },
 	{ "driver_generation", native_driver_generation, METH_NOARGS,
 	  "driver_generation() -> int\n--\n\ncycles.h cycles_generation(): "
 	  "this CPU's generation (sysfs cpuN/generation; 0 if unreadable); "
@@ -806,7 +1118,8 @@ PyMODINIT_FUNC PyInit__native(void)
 	PyObject *m, *errors;
 
 	if (PyType_Ready(&PerfPageType) < 0 ||
-	    PyType_Ready(&DriverSpanType) < 0)
+	    PyType_Ready(&DriverSpanType) < 0 ||
+	    PyType_Ready(&WindowType) < 0)
 		return NULL;
 	if (pthread_atfork(NULL, NULL, count_fork) != 0) {
 		PyErr_SetString(PyExc_ImportError,
@@ -835,6 +1148,9 @@ PyMODINIT_FUNC PyInit__native(void)
 	Py_INCREF(&PerfPageType);
 	if (PyModule_AddObjectRef(m, "DriverSpan",
 				  (PyObject *)&DriverSpanType) < 0 ||
+	    PyModule_AddObjectRef(m, "Window", (PyObject *)&WindowType) < 0 ||
+	    PyModule_AddIntConstant(m, "WINDOW_VALID", CYCLES_VALID) < 0 ||
+	    PyModule_AddIntConstant(m, "WINDOW_EXACT", CYCLES_EXACT) < 0 ||
 	    PyModule_AddObject(m, "PerfPage", (PyObject *)&PerfPageType) < 0 ||
 	    PyModule_AddStringConstant(m, "ARCH", NATIVE_ARCH) < 0 ||
 	    PyModule_AddStringConstant(m, "SYSFS_DIR", CYCLES_SYSFS_DIR) < 0 ||

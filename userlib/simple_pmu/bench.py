@@ -5,10 +5,11 @@ of several repeats. The loop itself is timed too (an empty call-free loop) so th
 cost of the call alone can be shown, but the ratio compares the two calls as a
 program would make them: loop and call included.
 
-Beside them, every Python read path (PYTHON_PATHS: simple_pmu's counter read, its
-timer read, time.perf_counter_ns(), time.monotonic_ns()) is timed in the same
-repeats, and each gets the median and spread of its repeats and the ratio of its
-median to the fastest path's (`paths`); a path that cannot run says why.
+Beside them, every Python read path (simple_pmu's counter read, a read inside a Window
+of each scope (cycles.h's window read: the bare instruction plus the call), its timer
+read, time.perf_counter_ns(), time.monotonic_ns()) is timed in the same repeats, and
+each gets the median and spread of its repeats and the ratio of its median to the
+fastest path's (`paths`); a path that cannot run says why.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from simple_pmu._extension import native, native_error
 from simple_pmu._probe import Report
 from simple_pmu.errors import CounterUnavailable
 from simple_pmu.perf import SelfMonitor, open_event, read_count
+from simple_pmu.window import Window
 
 DEFAULT_CALLS = 1_000_000
 DEFAULT_REPEATS = 7
@@ -149,10 +151,29 @@ def python_paths(report: Report, backend: str | None, name: str, read: Callable[
                    str(report.no_backend()))
     else:
         counter = ("simple_pmu.read", f"simple_pmu {name}", read, None)
-    return [counter,
+    windows = [window_path(scope, backend) for scope in ("thread", "cpu")]
+    return [counter, *windows,
             ("simple_pmu.timer", "simple_pmu timer read (_native.tsc())", native.tsc, None),
             ("time.perf_counter_ns", "time.perf_counter_ns()", time.perf_counter_ns, None),
             ("time.monotonic_ns", "time.monotonic_ns()", time.monotonic_ns, None)]
+
+
+def window_path(scope: str, backend: str | None
+                ) -> tuple[str, str, Callable[[], object] | None, str | None]:
+    """A read inside an open Window of scope (left open for the process: only the read's
+    cost is measured; the window's validity does not change it), or why none begins."""
+    assert native is not None
+    name, what = f"Window({scope}).cycles", f"simple_pmu.Window(scope={scope!r}).cycles()"
+    if scope == "thread" and backend == "driver" and native.ARCH == "aarch64":
+        # A thread window's perf events would close the module's EL0 access on this CPU
+        # (perf clears PMUSERENR when it starts them) while the module's read is timed.
+        return name, what, None, ("not beside the module's read on arm64: its perf "
+                                  "events would close the module's user access")
+    try:
+        window = Window(scope).begin()
+    except CounterUnavailable as exc:
+        return name, what, None, str(exc)
+    return name, what, window.cycles, None
 
 
 def bench(report: Report, calls: int = DEFAULT_CALLS,

@@ -222,6 +222,22 @@ MEASURE_GENERATION_CHANGED = _t(
     "the driver's counters on CPU {cpu} changed during the measurement "
     "(cpu{cpu}/generation {before} -> {after}: perf moved or reloaded a counter, the CPU "
     "went offline and back, or the settings changed); counts discarded, measure again")
+MEASURE_WINDOW_INVALID = _t(
+    "measure_window_invalid",
+    "the driver's counters on CPU {cpu} could not be read through the whole measurement "
+    "(a read faulted, or the thread left the CPU); counts discarded, measure again")
+
+# Window: why a window gave no counts
+WINDOW_NOT_BEGUN = _t(
+    "window_not_begun",
+    "no window could begin (scope {scope}, {path}): {why}")
+WINDOW_INVALID = _t(
+    "window_invalid",
+    "the window is invalid (scope {scope}, {path}): {why}; its reads are discarded, "
+    "begin another")
+WINDOW_OPEN = _t(
+    "window_open",
+    "the window has not ended: end() (or leave the with block) before taking deltas")
 
 # perf
 HYPERVISOR_NO_VPMU = _t(

@@ -4,5 +4,5 @@
 python3 /tests/py/spmu_check.py absent || exit 1
 python3 /tests/py/spmu_check.py status-json || exit 1
 out=$(simple-pmu status) || fail "simple-pmu status exit $?"
-echo "$out" | grep -q "module not loaded" || fail "status does not say the module is not loaded: $out"
+has "$out" "module not loaded" || fail "status does not say the module is not loaded: $out"
 echo "status: $(echo "$out" | grep -m1 'not loaded')"

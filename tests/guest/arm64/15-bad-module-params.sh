@@ -16,7 +16,7 @@ for p in user_access=2 user_access=-1 ring=0 ring=4 ring=x ring=+2 ring=02 event
 	log=$(log_since | grep 'simple-pmu:' | sed 's/^\[[^]]*\] //' | sort -u)
 	[ "$(echo "$log" | grep -c .)" -eq 1 ] || fail "want one simple-pmu: line for $p, got: $log"
 	name=${p%%=*}
-	echo "$log" | grep -q "$name" || fail "the line for $p does not name $name: '$log'"
+	has "$log" "$name" || fail "the line for $p does not name $name: '$log'"
 	echo "$p -> $log"
 	n=$((n + 1))
 done

@@ -7,7 +7,7 @@
 # 3 x 100000 calls: the guest's instructions cost real time under -icount.
 out=$(simple-pmu bench --calls 100000 --repeats 3 2>&1) || fail "simple-pmu bench exit $?: $out"
 echo "$out"
-echo "$out" | head -n 1 | grep -q '^driver cycles ' || fail "bench did not read the driver: $out"
+has "$(echo "$out" | head -n 1)" '^driver cycles ' || fail "bench did not read the driver: $out"
 ratio=$(echo "$out" | sed -n 's/^ratio \([0-9][0-9]*\.[0-9][0-9]*\) (.*/\1/p')
 [ "$(echo "$ratio" | grep -c .)" -eq 1 ] || fail "want one 'ratio N.NN (' line, got: $out"
 awk -v r="$ratio" 'BEGIN { exit !(r > 0 && r < 3) }' || fail "ratio $ratio: not in (0, 3)"

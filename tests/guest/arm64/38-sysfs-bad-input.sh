@@ -14,7 +14,7 @@ check() { # attr value... (each written with printf %b: '1\n\n' is two newlines)
 		[ "$(cat $SYSFS/$attr)" = "$old" ] || fail "$attr changed after '$v'"
 		log=$(log_since | grep 'simple-pmu:')
 		[ "$(echo "$log" | grep -c .)" -eq 1 ] || fail "want one line after $attr '$v', got: $log"
-		echo "$log" | grep -q "simple-pmu: $attr" || fail "the line after '$v' does not name $attr: $log"
+		has "$log" "simple-pmu: $attr" || fail "the line after '$v' does not name $attr: $log"
 	done
 	nonroot_refused $SYSFS/$attr "$old"
 	[ "$(cat $SYSFS/$attr)" = "$old" ] || fail "$attr changed after a non-root write"

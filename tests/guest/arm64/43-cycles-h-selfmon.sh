@@ -16,7 +16,7 @@ if [ ! -f $PUA ]; then
 	*"path=2 "*|*"path=0 "*) ;;
 	*) fail "Linux < 5.17 without the module: $out" ;;
 	esac
-	echo "$out" | grep -q "note=.*Linux >= 5.17.*perf_user_access=1" ||
+	has "$out" "note=.*Linux >= 5.17.*perf_user_access=1" ||
 		fail "the note does not say why there are no user reads: $out"
 	exit 0
 fi
@@ -27,11 +27,11 @@ trap 'others_online; echo "$pua0" > $PUA; echo "$par0" > $PARANOID' EXIT
 # perf_user_access 0: perf grants no EL0 reads; without the module, read(2).
 echo 0 > $PUA
 out=$(selfmon path)
-echo "$out" | grep -q "^path=2 name=perf self-monitoring (read(2)) .*note=.*perf_user_access=1" ||
+has "$out" "^path=2 name=perf self-monitoring (read(2)) .*note=.*perf_user_access=1" ||
 	fail "pua 0: $out"
 echo 1 > $PUA
 out=$(selfmon path)
-echo "$out" | grep -q "^path=1 name=perf self-monitoring (user read) .* note=none" ||
+has "$out" "^path=1 name=perf self-monitoring (user read) .* note=none" ||
 	fail "pua 1: $out"
 echo "$out"
 
@@ -69,9 +69,9 @@ out=$(runas 65534 selfmon exact 1000 2) || fail "uid 65534, paranoid 2: $out"
 [ "$(echo "$out" | sort -u)" = "$small" ] || fail "uid 65534 counted $(echo $out), want $small"
 echo 3 > $PARANOID
 out=$(runas 65534 selfmon path)
-echo "$out" | grep -q "^path=0 " || fail "uid 65534, paranoid 3: $out"
+has "$out" "^path=0 " || fail "uid 65534, paranoid 3: $out"
 for word in kernel.perf_event_paranoid CAP_PERFMON "modprobe simple-pmu"; do
-	echo "$out" | grep -qF "$word" || fail "paranoid 3 reason does not name $word: $out"
+	has "$out" -F "$word" || fail "paranoid 3 reason does not name $word: $out"
 done
 echo "uid 65534: exact under paranoid 2; paranoid 3: $out"
 echo "$par0" > $PARANOID
@@ -79,7 +79,7 @@ echo "$par0" > $PARANOID
 # The 2011 demo, unmodified: no module, so it runs on self-monitoring.
 if command -v tcyc >/dev/null; then
 	out=$(tcyc) || fail "tcyc: $out"
-	echo "$out" | grep -q "^instructions retired [0-9]" || fail "tcyc: $out"
+	has "$out" "^instructions retired [0-9]" || fail "tcyc: $out"
 	echo "tcyc: $(echo $out)"
 else
 	echo "tcyc not built (shared/reference/seeds missing)"

@@ -23,7 +23,7 @@ line=$(log_since | grep 'simple-pmu: cpu1: not every event' | head -n 1)
 [ "$(cpu_attr 1 conflicts)" -ge 1 ] || fail "cpu1/conflicts $(cpu_attr 1 conflicts): the ERROR state was not counted"
 [ "$(cpu_attr 0 conflicts)" = 0 ] || fail "cpu0/conflicts $(cpu_attr 0 conflicts) on a quiet CPU"
 out=$(pmuread 1)
-echo "$out" | grep -q result=sigill || fail "cpu1 readable with no counters placed: $out"
+has "$out" result=sigill || fail "cpu1 readable with no counters placed: $out"
 pmuread 0 >/dev/null || fail "cpu0 not readable"
 echo quit >&3; wait
 exec 3>&- 4<&-

@@ -217,6 +217,43 @@ static void check_pinning(void)
 	printf("cpus=%d\n", before);
 }
 
+/*
+ * The 2011 names leave errno alone, as 2011's bare instructions did: a
+ * fresh thread, so its first call makes the setup system calls (perf,
+ * sysfs) that fail here.
+ */
+static void *errno_avail(void *arg)
+{
+	errno = 4242;
+	perfmon_available();
+	*(int *)arg = errno == 4242;
+	return NULL;
+}
+
+static void *errno_reads(void *arg)
+{
+	errno = 4243;
+	(void)unhalted_core();
+	(void)insn_retired();
+	(void)unhalted_ref();
+	*(int *)arg = errno == 4243;
+	return NULL;
+}
+
+static void check_errno(void)
+{
+	pthread_t th;
+	int kept[2] = { 0, 0 };
+
+	pthread_create(&th, NULL, errno_avail, &kept[0]);
+	pthread_join(th, NULL);
+	pthread_create(&th, NULL, errno_reads, &kept[1]);
+	pthread_join(th, NULL);
+	printf("errno_kept=%d,%d\n", kept[0], kept[1]);
+	CHECK(kept[0] && kept[1], "errno changed: perfmon_available() %d, reads %d",
+	      kept[0], kept[1]);
+}
+
 int main(void)
 {
 	int avail = perfmon_available();
@@ -240,6 +277,7 @@ int main(void)
 	check_event_index_parser();
 	check_timer();
 	check_pinning();
+	check_errno();
 	printf("failures=%d\n", failures);
 	return failures ? 1 : 0;
 }

@@ -18,8 +18,18 @@
  *   refresh    cycles_refresh()                -> R
  *   window     a module-path window with a fault of the program's own in
  *              it      -> begin=B reads=A,B own=N end=E restored=R
+ *   unpin      run on any CPU this process may  -> ok | err
+ *   ownlate    the program's handler installed inside a window stays
+ *              after its end       -> begin=B kept=K
+ *   emptywin   a module-path window with no read in it (so nothing
+ *              faults)         -> begin=B end=E cpu=C gen=G
+ *   fbegin     cycles_window_begin_fixed() for cycles (the window stays
+ *              open)           -> begin=B on_fixed=M
+ *   fread      cycles_window_read_fixed() of cycles in it (only after a
+ *              begin of 0)     -> value=V faulted=F
+ *   fend       its end         -> end=E
  *   read WHAT  cycles_read() of CYCLES_CORE, _INSN or _REF (WHAT: core,
- *              insn, ref)              -> value=V | none (nothing read)
+ *              insn, ref)      -> value=V flags=F | none (nothing read)
  *              | fault rdpmc ecx=E (the guard caught a fault at the read
  *              of counter E)
  *
@@ -48,7 +58,7 @@ static void read_counter(const char *what)
 		    !strcmp(what, "insn") ? CYCLES_INSN : CYCLES_REF;
 
 	if (cycles_read(which, &r) == 0)
-		printf("value=%llu\n", r.value);
+		printf("value=%llu flags=%u\n", r.value, r.flags);
 	else if (r.flags & CYCLES_FAULTED)
 		printf("fault rdpmc ecx=%u\n", r.hw);
 	else
@@ -109,6 +119,51 @@ static void window(void)
 	signal(CYCLES_GUARD_SIGNAL, SIG_DFL);
 }
 
+/*
+ * The program installs its own handler inside a module window (after the
+ * guard): the window's end must leave it installed.
+ */
+static void own_late(void)
+{
+	struct sigaction sa, now;
+	struct cycles_window w;
+	int begin;
+
+	signal(CYCLES_GUARD_SIGNAL, SIG_DFL);
+	begin = cycles_window_begin(&w);
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_sigaction = own_handler;
+	sa.sa_flags = SA_SIGINFO;
+	sigemptyset(&sa.sa_mask);
+	sigaction(CYCLES_GUARD_SIGNAL, &sa, NULL);
+	cycles_window_end(&w);
+	sigaction(CYCLES_GUARD_SIGNAL, NULL, &now);
+	printf("begin=%d kept=%d\n", begin,
+	       (now.sa_flags & SA_SIGINFO) && now.sa_sigaction == own_handler);
+	signal(CYCLES_GUARD_SIGNAL, SIG_DFL);
+}
+
+/* A window with nothing read in it: what its edges decide alone. */
+static void empty_window(void)
+{
+	struct cycles_window w;
+	int begin = cycles_window_begin(&w);
+	unsigned int end = cycles_window_end(&w);
+
+	printf("begin=%d end=%u cpu=%d gen=%lu\n", begin, end, w.cpu,
+	       w.generation);
+}
+
+/* A fixed-read window of cycles, open across commands. */
+static struct cycles_window fixed_win;
+
+static void fixed_read(void)
+{
+	volatile counter_t v = cycles_window_read_fixed(&fixed_win, CYCLES_CORE);
+
+	printf("value=%llu faulted=%d\n", (counter_t)v, (int)cycles_tls.faulted);
+}
+
 int main(void)
 {
 	char line[128], what[16];
@@ -125,6 +180,24 @@ int main(void)
 			CPU_SET(n, &set);
 			rc = sched_setaffinity(0, sizeof(set), &set);
 			printf("%s\n", rc == 0 && sched_getcpu() == n ? "ok" : "err");
+		} else if (!strcmp(line, "unpin\n")) {
+			CPU_ZERO(&set);
+			for (n = 0; n < CPU_SETSIZE; n++)
+				CPU_SET(n, &set);
+			rc = sched_setaffinity(0, sizeof(set), &set);
+			printf("%s\n", rc == 0 ? "ok" : "err");
+		} else if (!strcmp(line, "ownlate\n")) {
+			own_late();
+		} else if (!strcmp(line, "fbegin\n")) {
+			rc = cycles_window_begin_fixed(&fixed_win,
+						       CYCLES_FIXED(CYCLES_CORE));
+			printf("begin=%d on_fixed=%u\n", rc, fixed_win.on_fixed);
+		} else if (!strcmp(line, "fread\n")) {
+			fixed_read();
+		} else if (!strcmp(line, "fend\n")) {
+			printf("end=%u\n", cycles_window_end(&fixed_win));
+		} else if (!strcmp(line, "emptywin\n")) {
+			empty_window();
 		} else if (!strcmp(line, "avail\n")) {
 			printf("%d\n", perfmon_available());
 		} else if (!strcmp(line, "why\n")) {

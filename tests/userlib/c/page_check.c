@@ -139,6 +139,67 @@ static void case_index_zero(const char *name)
 	      f.reads == 0, "read with cap_user_rdpmc 0");
 }
 
+/*
+ * An index naming a counter the header has no read instruction for (arm64
+ * >= 6.x: 33, the instruction counter; x86: bit 29, metrics): no read, and
+ * the caller is told to use read(2), as for index 0.
+ */
+static void case_index_unknown(const char *name)
+{
+#if defined(__x86_64__)
+	const unsigned int unknown = (1U << 29) + 1;
+#else
+	const unsigned int unknown = 33;
+#endif
+	struct perf_event_mmap_page pc;
+	struct fake f = { &pc, 12345, 0, 0, 0, 0, 0 };
+	struct cycles_page_value pv;
+	struct cycles_reading r;
+	struct cycles_window w;
+
+	page_init(&pc, unknown, 777, 64);
+	CHECK(name, cycles_page_read(&pc, fake_read, &f, &pv) == 1 &&
+	      pv.hw == CYCLES_HW_NONE, "index %u read as a counter", unknown);
+	CHECK(name, f.reads == 0, "the counter was read %u times", f.reads);
+	memset(&r, 0, sizeof(r));
+	CHECK(name, cycles_read_page(&pc, fake_read, &f, &r) == 1 &&
+	      !(r.flags & CYCLES_VALID), "a reading of index %u is valid: %#x",
+	      unknown, r.flags);
+	memset(&w, 0, sizeof(w));
+	w.path = CYCLES_PATH_PERF_MMAP;
+	w.pc[CYCLES_CORE] = &pc;
+	CHECK(name, cycles_window_pages(&w) == -1 && cycles_window_end(&w) == 0,
+	      "a window on index %u is valid", unknown);
+}
+
+/*
+ * The path is chosen from the page's capability (and on arm64 the
+ * perf_user_access sysctl), not from a momentary index of 0 (an event not
+ * scheduled at that instant).
+ */
+static void case_path_choice(const char *name)
+{
+	struct perf_event_mmap_page pc;
+	int x86 = 0;
+
+#if defined(__x86_64__)
+	x86 = 1;
+#endif
+	page_init(&pc, 0, 0, 64);	/* capable, not on a counter now */
+	CHECK(name, cycles_page_user_read(&pc, x86 ? -1 : 1) == 1,
+	      "index 0 with the capability: no user reads");
+	CHECK(name, cycles_page_user_read(&pc, 0) == x86,
+	      "arm64 perf_user_access 0 (or x86): wrong choice");
+	CHECK(name, cycles_page_user_read(&pc, -1) == x86,
+	      "sysctl unknown, index 0: wrong choice");
+	pc.index = 5;
+	CHECK(name, cycles_page_user_read(&pc, -1) == 1,
+	      "sysctl unknown, index 5: no user reads");
+	pc.cap_user_rdpmc = 0;
+	CHECK(name, cycles_page_user_read(&pc, 1) == 0,
+	      "cap_user_rdpmc 0: user reads");
+}
+
 /* The counter is pmc_width bits: sign-extend it, ignore bits above. */
 static void check_width(const char *name, unsigned int width)
 {
@@ -205,7 +266,7 @@ static void case_width_64(const char *name)
 
 /*
  * time_running < time_enabled: the event was off its counter for a while
- * (multiplexed). Valid, not exact, flagged, not scaled.
+ * (multiplexed): the page is not used, read(2) gives the count and times.
  */
 static void case_multiplexed(const char *name)
 {
@@ -217,15 +278,16 @@ static void case_multiplexed(const char *name)
 	pc.time_enabled = 3000;
 	pc.time_running = 1000;
 	memset(&r, 0, sizeof(r));
-	CHECK(name, cycles_read_page(&pc, fake_read, &f, &r) == 0, "not read");
-	CHECK(name, r.flags == (CYCLES_VALID | CYCLES_MULTIPLEXED),
-	      "flags %#x, want VALID|MULTIPLEXED", r.flags);
-	CHECK(name, r.value == 1000 && r.time_enabled == 3000 &&
-	      r.time_running == 1000, "value %llu enabled %llu running %llu",
-	      r.value, r.time_enabled, r.time_running);
+	/*
+	 * The page's times are as of perf's last update: stale without
+	 * cap_user_time. The reading, its times and flags come from read(2).
+	 */
+	CHECK(name, cycles_read_page(&pc, fake_read, &f, &r) == 1 &&
+	      !(r.flags & CYCLES_VALID),
+	      "multiplexed: read from the page, flags %#x", r.flags);
 	pc.time_running = 3000;
 	CHECK(name, cycles_read_page(&pc, fake_read, &f, &r) == 0 &&
-	      r.flags == (CYCLES_VALID | CYCLES_EXACT),
+	      r.flags == (CYCLES_VALID | CYCLES_EXACT) && r.value == 1000,
 	      "running == enabled: flags %#x, want VALID|EXACT", r.flags);
 }
 
@@ -241,9 +303,8 @@ static void case_window(const char *name)
 	w.path = CYCLES_PATH_PERF_MMAP;
 	w.pc[CYCLES_CORE] = &cyc;
 	w.pc[CYCLES_INSN] = &ins;
-	w.hw[CYCLES_REF] = CYCLES_HW_NONE;
-	cycles_window_page(&w, CYCLES_CORE);
-	cycles_window_page(&w, CYCLES_INSN);
+	CHECK(name, cycles_window_end(&w) == 0, "a window never begun is valid");
+	CHECK(name, cycles_window_pages(&w) == 0, "begin failed");
 	CHECK(name, w.hw[CYCLES_CORE] == 31 && w.hw[CYCLES_INSN] == 2 &&
 	      w.width[CYCLES_INSN] == 32, "hw %u %u width %u",
 	      w.hw[CYCLES_CORE], w.hw[CYCLES_INSN], w.width[CYCLES_INSN]);
@@ -268,6 +329,126 @@ static void case_window(const char *name)
 	      "index 0 at begin: hw %u", w.hw[CYCLES_INSN]);
 }
 
+/*
+ * A window whose begin failed (an event not on a counter this thread may
+ * read) is invalid at its end, even with every `lock` unchanged.
+ */
+static void case_window_begin_failed(const char *name)
+{
+	struct perf_event_mmap_page cyc, ins;
+	struct cycles_window w;
+
+	page_init(&cyc, 32, 0, 64);
+	page_init(&ins, 0, 0, 32);	/* instructions: not on a counter */
+	memset(&w, 0, sizeof(w));
+	w.path = CYCLES_PATH_PERF_MMAP;
+	w.pc[CYCLES_CORE] = &cyc;
+	w.pc[CYCLES_INSN] = &ins;
+	CHECK(name, cycles_window_pages(&w) == -1, "index 0: begin succeeded");
+	CHECK(name, cycles_window_end(&w) == 0,
+	      "begin failed (index 0), end valid: %#x", cycles_window_end(&w));
+	page_init(&ins, 3, 0, 32);
+	ins.cap_user_rdpmc = 0;		/* user reads off */
+	CHECK(name, cycles_window_pages(&w) == -1, "cap 0: begin succeeded");
+	CHECK(name, cycles_window_end(&w) == 0,
+	      "begin failed (cap_user_rdpmc 0), end valid: %#x",
+	      cycles_window_end(&w));
+	memset(&w, 0, sizeof(w));
+	w.path = CYCLES_PATH_PERF_MMAP;
+	w.pc[CYCLES_INSN] = &ins;	/* no cycles page */
+	ins.cap_user_rdpmc = 1;
+	CHECK(name, cycles_window_pages(&w) == -1, "no cycles: begin succeeded");
+	CHECK(name, cycles_window_end(&w) == 0, "no cycles page, end valid");
+}
+
+/* perf's mmap `index` of core cycles on its fixed register: hw + 1. */
+#if defined(__x86_64__)
+#define FIXED_CYCLES_INDEX	((1U << 30) + 1 + 1)	/* fixed counter 1 */
+#else
+#define FIXED_CYCLES_INDEX	32			/* PMCCNTR_EL0 */
+#endif
+
+/*
+ * A window begun for the fixed read of cycles: only with cycles on its
+ * fixed register at begin; invalid at the end when perf moved it off (its
+ * `index` changes, under `lock`), even if the `lock` looks unchanged.
+ */
+static void case_window_fixed(const char *name)
+{
+	struct perf_event_mmap_page cyc, ins;
+	struct cycles_window w;
+
+	page_init(&cyc, FIXED_CYCLES_INDEX, 0, 64);
+	page_init(&ins, 3, 0, 32);
+	memset(&w, 0, sizeof(w));
+	w.path = CYCLES_PATH_PERF_MMAP;
+	w.fixed = CYCLES_FIXED(CYCLES_CORE);
+	w.pc[CYCLES_CORE] = &cyc;
+	w.pc[CYCLES_INSN] = &ins;
+	CHECK(name, cycles_window_pages(&w) == 0, "cycles on its fixed register: "
+	      "begin failed");
+	CHECK(name, w.on_fixed == CYCLES_FIXED(CYCLES_CORE), "on_fixed %#x",
+	      w.on_fixed);
+	CHECK(name, cycles_window_end(&w) == (CYCLES_VALID | CYCLES_EXACT),
+	      "an undisturbed fixed window is not valid");
+	/* perf moves cycles to a general counter: lock and index change. */
+	cyc.lock += 2;
+	cyc.index = 4;
+	CHECK(name, cycles_window_end(&w) == 0,
+	      "a fixed window whose cycles moved off its register is valid");
+	/* The index alone (a torn sample would be the only way): invalid. */
+	cyc.lock -= 2;
+	CHECK(name, cycles_window_end(&w) == 0,
+	      "a fixed window whose index changed is valid");
+	cyc.index = FIXED_CYCLES_INDEX;
+	ins.index = 5;
+	CHECK(name, cycles_window_end(&w) == 0,
+	      "a window whose instructions index changed is valid");
+}
+
+/*
+ * Cycles not on its fixed register at begin (perf put it on a general
+ * counter, e.g. the module holds PMCCNTR_EL0): a fixed begin fails and
+ * its end says 0, even with every `lock` unchanged; a plain window on the
+ * same pages is fine. A counter without a fixed register (arm64:
+ * instructions) can never be asked for.
+ */
+static void case_window_not_fixed(const char *name)
+{
+	struct perf_event_mmap_page cyc, ins;
+	struct cycles_window w;
+
+	page_init(&cyc, 3, 0, 32);	/* cycles on general counter 2 */
+	page_init(&ins, 4, 0, 32);
+	memset(&w, 0, sizeof(w));
+	w.path = CYCLES_PATH_PERF_MMAP;
+	w.fixed = CYCLES_FIXED(CYCLES_CORE);
+	w.pc[CYCLES_CORE] = &cyc;
+	w.pc[CYCLES_INSN] = &ins;
+	CHECK(name, cycles_window_pages(&w) == -1,
+	      "cycles on a general counter: fixed begin succeeded");
+	CHECK(name, !(w.on_fixed & CYCLES_FIXED(CYCLES_CORE)), "on_fixed %#x",
+	      w.on_fixed);
+	CHECK(name, cycles_window_end(&w) == 0,
+	      "fixed begin failed, end valid: %#x", cycles_window_end(&w));
+	w.fixed = 0;
+	CHECK(name, cycles_window_pages(&w) == 0 &&
+	      cycles_window_end(&w) == (CYCLES_VALID | CYCLES_EXACT),
+	      "a plain window on a general counter is not valid");
+	/* Instructions: x86 fixed counter 0 (index 1 << 30 | 0, + 1). */
+	page_init(&cyc, FIXED_CYCLES_INDEX, 0, 64);
+	page_init(&ins, (1U << 30) + 1, 0, 48);
+	w.fixed = CYCLES_FIXED(CYCLES_CORE) | CYCLES_FIXED(CYCLES_INSN);
+#if defined(__x86_64__)
+	CHECK(name, cycles_window_pages(&w) == 0 &&
+	      cycles_window_end(&w) == (CYCLES_VALID | CYCLES_EXACT),
+	      "x86: cycles on fixed 1, instructions on fixed 0: not valid");
+#else
+	CHECK(name, cycles_window_pages(&w) == -1 && cycles_window_end(&w) == 0,
+	      "arm64: a fixed read of instructions was granted");
+#endif
+}
+
 static const struct {
 	const char *name;
 	void (*run)(const char *name);
@@ -275,11 +456,16 @@ static const struct {
 	{ "basic", case_basic },
 	{ "lock_changes", case_lock_changes },
 	{ "index_zero", case_index_zero },
+	{ "index_unknown", case_index_unknown },
+	{ "path_choice", case_path_choice },
 	{ "width_40", case_width_40 },
 	{ "width_48", case_width_48 },
 	{ "width_64", case_width_64 },
 	{ "multiplexed", case_multiplexed },
 	{ "window", case_window },
+	{ "window_begin_failed", case_window_begin_failed },
+	{ "window_fixed", case_window_fixed },
+	{ "window_not_fixed", case_window_not_fixed },
 };
 
 int main(int argc, char **argv)

@@ -1,0 +1,99 @@
+# Issue 22, adversarial: with the module loaded, readers on one CPU while perfchurn, on
+# the same CPU, opens and closes per-task perf events on itself and adds and removes pinned
+# CPU-wide cycles/instructions events there. C (cycles.h windows, 1000 windows x 1000
+# reads = 10^6 reads per path) on the self-monitoring path (thread scope) and on the
+# module (CYCLES_SCOPE_CPU_ID); Python measure(scope="thread") (not "cpu": below). No
+# reader dies;
+# every window or block is exact (one count, the same each time, under -icount) or
+# flagged invalid; the flagged count is printed. Python's measure(scope="thread") reads
+# from Python, and the interpreter's work between its reads varies by a few hundred
+# instructions: there the bound is stated instead (spmu_adv.py, PY_SLACK). Self-monitoring needs Linux >= 5.17
+# and kernel.perf_user_access=1 (set here, restored after): SKIP before with the reason.
+# One CPU online (cpu0, the others taken offline and put back after): QEMU's instruction
+# count is global under -icount, so a second online vCPU's instructions (a timer
+# interrupt on cpu0) land in cpu1's windows; with one CPU a valid window is exact.
+. /tests/lib.sh
+# Loaded here (45 unloads it at its end) and unloaded again after, as 44 and 45 do.
+loaded=
+if [ ! -d $SYSFS ]; then
+	modprobe $MOD || fail "modprobe $MOD"
+	loaded=1
+fi
+[ -d $SYSFS ] || fail "module not loaded: no $SYSFS after modprobe"
+CPU=0
+PUA=/proc/sys/kernel/perf_user_access
+if [ -f $PUA ]; then
+	pua0=$(cat $PUA)
+	echo 1 > $PUA
+fi
+churn_pid=
+trap '[ -n "$churn_pid" ] && kill $churn_pid 2>/dev/null; [ -n "$pua0" ] && echo "$pua0" > $PUA; others_online; [ -z "$loaded" ] || rmmod $MOD' EXIT
+others_offline
+
+# spmu_spin(N) windows: small N keeps TCG time low; 500 pairs = 1000 reads a window.
+N=200
+out=${TMPDIR:-/tmp}/adv.churn
+# run_reader NAME CMD...: runs CMD with perfchurn on $CPU beside it (started: it has
+# done one round); CMD's output in $res, its exit status in $rc.
+run_reader() {
+	_name=$1
+	shift
+	# Emptied here, not only by the redirection below: that runs in the background
+	# child, maybe after the wait loop has found the last run's 'started' (host, loaded).
+	: > $out
+	perfchurn $CPU > $out 2>&1 &
+	churn_pid=$!
+	while kill -0 $churn_pid 2>/dev/null && ! grep -q '^started$' $out; do
+		sleep 0.1
+	done
+	grep -q '^started$' $out || fail "$_name: perfchurn did not start: $(cat $out)"
+	res=$("$@" 2>&1)
+	rc=$?
+	kill -0 $churn_pid 2>/dev/null || fail "$_name: perfchurn stopped early: $(cat $out)"
+	kill -TERM $churn_pid
+	wait $churn_pid
+	crc=$?
+	churn_pid=
+	[ $crc = 0 ] || fail "$_name: perfchurn exited $crc: $(cat $out)"
+	churn=$(grep -v '^started$' $out)
+	# The churn must have run while the reader read: events opened, pinned ones too.
+	case "$churn" in
+	"rounds="*" task="*" pinned="*) ;;
+	*) fail "$_name: perfchurn said: $churn" ;;
+	esac
+	_p=${churn##*pinned=}
+	[ "$_p" -gt 0 ] || fail "$_name: perfchurn opened no pinned CPU-wide event: $churn"
+	[ $rc -le 3 ] || fail "$_name died (exit status $rc: a signal?): $res"
+	[ $rc = 1 ] && fail "$_name: $res"
+	[ $rc = 2 ] && fail "$_name: usage or setup error: $res"
+}
+
+# C, self-monitoring (thread scope).
+run_reader "advreader thread" advreader $CPU thread $N 1000 500
+if [ $rc = 3 ]; then
+	[ -f $PUA ] && fail "Linux >= 5.17 with perf_user_access=1, yet: $res"
+	echo "SKIP (C, thread scope, Linux < 5.17): $res"
+else
+	echo "C thread: $res; churn: $churn"
+fi
+
+# C, the module (CPU scope).
+run_reader "advreader cpu" advreader $CPU cpu $N 1000 500
+[ $rc = 3 ] && fail "module loaded, yet advreader cpu: $res"
+echo "C cpu: $res; churn: $churn"
+
+# Python: each measure() is two reads; fewer blocks, as Python under TCG is slow.
+# Thread scope only. measure(scope="cpu") beside perfchurn is not yet exact or flagged
+# (issue 22, open): on 5.17+ its probe finds the driver's trial reads faulting while
+# perf keeps using the PMU, and on sid a block the thread was preempted in counted
+# perfchurn's instructions too and was still exact (4537 vs 4464).
+for scope in thread; do
+	run_reader "measure(scope=$scope)" python3 /tests/py/spmu_adv.py $CPU $scope 1000 300
+	if [ $rc = 3 ]; then
+		[ -f $PUA ] && fail "Linux >= 5.17 with perf_user_access=1, yet: $res"
+		echo "SKIP (Python, thread scope, Linux < 5.17): $res"
+		continue
+	fi
+	echo "Python $scope: $res; churn: $churn"
+done
+kernel_log_clean

@@ -1,0 +1,187 @@
+"""tests/guest/arm64/46-adversarial.sh on the host, against fakes of advreader, perfchurn
+and python3: it must fail when a reader reports a wrong valid window, dies, is on the wrong
+path, or when the churn did not run beside it (a guest run only shows the unbroken case)."""
+
+import pytest
+
+from tests.unit.test_guest_scripts import GUEST, fake, run_script, run_script_text, stage
+
+SCRIPT = "arm64/46-adversarial.sh"
+GUEST_46 = GUEST / SCRIPT
+CHURN_OK = ("trap 'echo rounds=40 task=80 pinned=10; exit 0' TERM\necho started\n"
+            "while :; do sleep 0.05; done\n")
+READER_OK = 'echo "path=x windows=1000 reads=1000000 valid=990 flagged=10 count=413"\n'
+PY_OK = 'echo "scope=$3 backend=x runs=300 valid=300 flagged=0 count=2412"\n'
+
+
+def adversarial(tmp, reader=READER_OK, churn=CHURN_OK, python=PY_OK):
+    bindir = stage(tmp)
+    fake(bindir, "advreader", reader)
+    fake(bindir, "perfchurn", churn)
+    fake(bindir, "python3", python)
+    fake(bindir, "dmesg", "")
+    return run_script(tmp, SCRIPT)
+
+
+def test_passes_and_prints_the_flagged_counts(tmp_path):
+    r = adversarial(tmp_path)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert r.stdout.count("flagged=10") == 2 and "Python thread: scope=thread" in r.stdout
+
+
+@pytest.mark.parametrize(("reader", "why"), [
+    ('echo "FAIL: thread path x: window 3 pair 1 reported valid counts 9"; exit 1\n',
+     "reported valid counts 9"),
+    ("kill -SEGV $$\n", "died (exit status 139"),
+    ("kill -ILL $$\n", "died (exit status 132"),
+    ('echo "usage"; exit 2\n', "usage or setup error"),
+    ('[ "$2" = cpu ] && { echo "SKIP: cpu scope is on path none"; exit 3; }\n' + READER_OK,
+     "module loaded, yet advreader cpu"),
+], ids=["wrong-valid-window", "sigsegv", "sigill", "usage", "cpu-scope-refused"])
+def test_fails_when_a_c_reader_fails(tmp_path, reader, why):
+    r = adversarial(tmp_path, reader=reader)
+    assert r.returncode == 1 and why in r.stdout, r.stdout + r.stderr
+
+
+@pytest.mark.parametrize(("churn", "why"), [
+    ("exit 0\n", "perfchurn did not start"),
+    ("echo 'perfchurn: perf_event_open: Permission denied' >&2; exit 2\n",
+     "perfchurn did not start: perfchurn: perf_event_open: Permission denied"),
+    ("echo started; exit 0\n", "perfchurn stopped early"),
+    (CHURN_OK.replace("pinned=10", "pinned=0"), "opened no pinned CPU-wide event"),
+    ("trap 'exit 2' TERM\necho started\nwhile :; do sleep 0.05; done\n", "perfchurn exited 2"),
+], ids=["not-running", "refused", "stopped-early", "no-pinned", "churn-error"])
+def test_fails_when_the_churn_did_not_run(tmp_path, churn, why):
+    r = adversarial(tmp_path, churn=churn)
+    assert r.returncode == 1 and why in r.stdout, r.stdout + r.stderr
+
+
+def test_fails_when_python_reports_a_wrong_valid_block(tmp_path):
+    r = adversarial(tmp_path, python='echo "FAIL: measure(scope=\'cpu\'): run 7 is ok"; exit 1\n')
+    assert r.returncode == 1 and "run 7 is ok" in r.stdout, r.stdout + r.stderr
+
+
+def test_python_thread_scope_refused_on_5_17_fails(tmp_path):
+    """perf_user_access exists (5.17+), yet measure(scope="thread") had no ok block."""
+    py = '[ "$3" = thread ] && { echo "SKIP: never ok"; exit 3; }\n' + PY_OK
+    bindir = stage(tmp_path)
+    for name, body in (("advreader", READER_OK), ("perfchurn", CHURN_OK),
+                       ("python3", py), ("dmesg", "")):
+        fake(bindir, name, body)
+    pua = tmp_path / "perf_user_access"
+    pua.write_text("1\n")
+    text = (GUEST_46.read_text().replace("PUA=/proc/sys/kernel/perf_user_access",
+                                         f"PUA={pua}"))
+    r = run_script_text(tmp_path, text)
+    assert r.returncode == 1 and "Linux >= 5.17 with perf_user_access=1, yet" in r.stdout, \
+        r.stdout + r.stderr
+
+
+def test_loads_the_module_itself_and_unloads_it_after(tmp_path):
+    bindir = stage(tmp_path)
+    (tmp_path / "sysfs").rmdir()
+    log = tmp_path / "modlog"
+    fake(bindir, "modprobe", f'mkdir {tmp_path / "sysfs"}; echo "modprobe $*" >> {log}\n')
+    fake(bindir, "rmmod", f'rmdir {tmp_path / "sysfs"}; echo "rmmod $*" >> {log}\n')
+    for name, body in (("advreader", READER_OK), ("perfchurn", CHURN_OK),
+                       ("python3", PY_OK), ("dmesg", "")):
+        fake(bindir, name, body)
+    r = run_script(tmp_path, SCRIPT)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert log.read_text().split("\n")[:2] == ["modprobe simple-pmu", "rmmod simple-pmu"]
+    assert not (tmp_path / "sysfs").exists()
+
+
+def test_leaves_a_loaded_module_loaded(tmp_path):
+    bindir = stage(tmp_path)
+    fake(bindir, "rmmod", "echo rmmod called; exit 1\n")
+    for name, body in (("advreader", READER_OK), ("perfchurn", CHURN_OK),
+                       ("python3", PY_OK), ("dmesg", "")):
+        fake(bindir, name, body)
+    r = run_script(tmp_path, SCRIPT)
+    assert r.returncode == 0 and "rmmod called" not in r.stdout, r.stdout + r.stderr
+
+
+def test_fails_when_the_module_does_not_load(tmp_path):
+    bindir = stage(tmp_path)
+    (tmp_path / "sysfs").rmdir()
+    fake(bindir, "modprobe", "echo 'modprobe: ERROR: could not insert' >&2; exit 1\n")
+    r = run_script(tmp_path, SCRIPT)
+    assert r.returncode == 1 and "modprobe simple-pmu" in r.stdout, r.stdout + r.stderr
+
+
+# --- tests/guest/py/spmu_adv.py against a fake simple_pmu ----------------------------
+
+FAKE_PMU = '''\
+import os
+COUNTS = [int(c) for c in os.environ["FAKE_COUNTS"].split(",")]
+BACKEND = os.environ["FAKE_BACKEND"]
+
+
+class _M:
+    def __init__(self):
+        self.backend, self.reason, self.cycles = BACKEND, None, 1
+        self.exact = os.environ.get("FAKE_EXACT", "1") == "1"
+        self.instructions = COUNTS.pop(0)
+        self.ok = self.instructions >= 0
+        if not self.ok:
+            self.reason = "flagged"
+
+
+class measure:
+    def __init__(self, scope=None):
+        pass
+
+    def __enter__(self):
+        self.m = _M()
+        return self.m
+
+    def __exit__(self, *exc):
+        return False
+
+
+def known_loop(n):
+    pass
+'''
+
+
+def spmu_adv(tmp_path, backend, counts, scope="thread"):
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+    (tmp_path / "simple_pmu.py").write_text(FAKE_PMU)
+    script = Path(__file__).resolve().parents[1] / "guest" / "py" / "spmu_adv.py"
+    # 30 warm-up blocks first (spmu_adv.WARMUP), far off: never judged.
+    env = dict(os.environ, PYTHONPATH=str(tmp_path), FAKE_BACKEND=backend,
+               FAKE_COUNTS=",".join(map(str, [99999] * 30 + list(counts))))
+    return subprocess.run([sys.executable, str(script), "0", scope, "1000",
+                           str(len(counts))], capture_output=True, text=True, env=env,
+                          timeout=30)
+
+
+def test_spmu_adv_perf_blocks_within_the_interpreter_bound_pass(tmp_path):
+    r = spmu_adv(tmp_path, "perf-rdpmc", [17507, 17776, -1, 17600])
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "valid=3 flagged=1 advisory=0 count=17507 spread=269" in r.stdout
+
+
+@pytest.mark.parametrize("counts", [[17507, 17507 + 2001], [1999, 2100]],
+                         ids=["beyond-the-bound", "below-2n"])
+def test_spmu_adv_perf_blocks_off_by_more_fail(tmp_path, counts):
+    r = spmu_adv(tmp_path, "perf-rdpmc", counts)
+    assert r.returncode == 1 and r.stdout.startswith("FAIL:"), r.stdout + r.stderr
+
+
+def test_spmu_adv_driver_blocks_must_be_identical(tmp_path):
+    r = spmu_adv(tmp_path, "driver", [2412, 2413], scope="cpu")
+    assert r.returncode == 1 and "run 1 is ok with 2413" in r.stdout, r.stdout
+    r = spmu_adv(tmp_path / "ok" if (tmp_path / "ok").mkdir() is None else tmp_path,
+                 "driver", [2412, -1, 2412], scope="cpu")
+    assert r.returncode == 0 and "valid=2 flagged=1 advisory=0 count=2412" in r.stdout, r.stdout
+
+
+def test_spmu_adv_advisory_blocks_are_counted_not_judged(tmp_path, monkeypatch):
+    monkeypatch.setenv("FAKE_EXACT", "0")
+    r = spmu_adv(tmp_path, "driver", [4436, 4444], scope="cpu")
+    assert r.returncode == 0 and "valid=0 flagged=0 advisory=2" in r.stdout, r.stdout
