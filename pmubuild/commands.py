@@ -188,7 +188,8 @@ def pytest_skips(junit_xml: Path) -> list[str]:
 
 def package_summary(log_lines: list[str]) -> list[str]:
     """test-package's summary in its log: its per-chroot heads and PASS/FAIL/SKIP lines."""
-    return [x for x in log_lines if x.startswith(("test-package ", "  PASS", "  FAIL", "  SKIP"))]
+    return [x for x in log_lines
+            if x.startswith(("test-package ", "  PASS", "  FAIL", "  SKIP", "  NOTE"))]
 
 
 def package_skips(log_lines: list[str]) -> list[str]:
@@ -224,7 +225,7 @@ def test_all(timeout: float, jobs: int) -> bool:
     start = time.monotonic()
     with open(log, "w") as f:
         say("test-package: bookworm, trixie, sid (amd64), bookworm (arm64), bullseye (refusal)"
-            f" in the background, output in {log}")
+            f" in the background, two at a time, output in {log}")
         pkg = subprocess.Popen(["nice", "-n", "10", sys.executable, "-m", "pmubuild.pkgtest"],
                                cwd=REPO, stdout=f, stderr=subprocess.STDOUT,
                                start_new_session=True)

@@ -25,9 +25,19 @@ from .errors import PipelineError
 from .progress import say, step
 
 REPO = package.REPO
-# What `invoke test` runs: every supported suite on amd64 (every stage), one on arm64.
-ALL = (("bookworm", "amd64"), ("trixie", "amd64"), ("sid", "amd64"), ("bookworm", "arm64"),
-       ("bullseye", "amd64"))
+# What `invoke test` runs: every supported suite on amd64 (every stage), one on arm64, and
+# the refusal on an unsupported suite. Grouped into units that run in a process each, the
+# longest first; bullseye's refusal installs the bookworm build, so it follows bookworm.
+UNITS: tuple[tuple[tuple[str, str], ...], ...] = (
+    (("trixie", "amd64"),), (("sid", "amd64"),),
+    (("bookworm", "amd64"), ("bullseye", "amd64")), (("bookworm", "arm64"),))
+ALL = tuple(combo for unit in UNITS for combo in unit)
+# Units at a time. One at a time left a CPU idle for minutes once test-qemu (which keeps
+# both busy) had ended; the units share nothing a second one could break (each its own
+# build directories, overlay, apt cache and guest; the cache's writers take its locks).
+LANES = 2
+# What runs one unit: this module with SUITE/ARCH arguments (main).
+WORKER = (sys.executable, "-m", "pmubuild.pkgtest")
 BASE_PKGS = ["apt-utils"]
 # Under qemu-user every dpkg and maintainer script is emulated: the arm64 base already has
 # what simple-pmu-dkms pulls in (dkms, Python, the compiler), so the run unpacks only
@@ -40,6 +50,15 @@ SECOND_FLAVOURS = ("cloud", "rt")
 # arm64 runs under qemu-user (every compiler and Python call emulated): the install and
 # the boot, not the stages whose logic is the same on both architectures.
 FULL_ARCHES = ("amd64",)
+# Where the buildd-style -A and -B builds are tried as well: the suites buildds build for
+# (unstable, then the stable release it becomes); bookworm's older debhelper only ever
+# builds the packages whole here (a minute of CI saved).
+SPLIT_SUITES = ("trixie", "sid")
+# Stages of a full run left out on a suite, and why (said in its summary): what they test
+# is what trixie's and sid's DKMS do differently (no-headers: dkms 3.2 no longer
+# recommends headers), or what runs the same there (autopkgtest: the package's own tests,
+# which the stages before it already ran on bookworm one by one). Two minutes of CI saved.
+OMIT = {"bookworm": ("no-headers", "autopkgtest")}
 # Unsupported suites: apt must refuse simple-pmu-dkms (built for bookworm: it is arch all),
 # naming an unmet versioned dependency, and leave nothing installed.
 REFUSAL = r"""
@@ -143,7 +162,8 @@ def test(suite: str = "bookworm", arch: str = "amd64") -> bool:
             if first.lintian_ok else "FAIL: lintian: errors or warnings (above)")
     next_debs = package.build(suite, built / f"{suite}-next", version=nxt, run_lintian=False).out \
         if full else None
-    split = [split_build(suite, kind, first) for kind in ("indep", "arch")] if full else []
+    split = [split_build(suite, kind, first) for kind in ("indep", "arch")] \
+        if full and suite in SPLIT_SUITES else []
 
     apt = PrivateApt()
     k = kernels_for(apt, suite, arch)
@@ -165,6 +185,7 @@ def test(suite: str = "bookworm", arch: str = "amd64") -> bool:
            "NEXT_VERSION": package.upstream_version(nxt), "VERSION": upstream,
            "KPKG": k.first_pkg, "KREL": k.first, "K2PKG": k.second_pkg, "K2REL": k.second,
            "KVERSION": k.version, "MACH": matrix.UNAME_MACHINE[arch], "FULL": "1" if full else "",
+           "OMIT": " ".join(OMIT.get(suite, ())),
            "SOURCES": sources(suite), "TCYC_SKIP": tcyc_skip}
     script = "".join(f"{key}={shlex.quote(v)}\n" for key, v in env.items()) + STAGES.read_text()
     binds = [debs, out] + ([next_debs] if next_debs else [])
@@ -174,7 +195,10 @@ def test(suite: str = "bookworm", arch: str = "amd64") -> bool:
     results = [lint, *split] + [line for line in log
                                  if line.startswith(("PASS: ", "FAIL: ", "SKIP: "))]
     if rc == 0:
-        results += missing_stages(results, STAGES_FULL if full else STAGES_INSTALL)
+        results += missing_stages(results, expected_stages(suite, full))
+    if full and suite in OMIT:
+        results.append(f"NOTE: not run on {suite} (trixie and sid run them): "
+                       f"{', '.join(OMIT[suite])}")
     elif not any(r.startswith("FAIL") for r in results):
         results.append(f"FAIL: the stages stopped with exit status {rc} (output above)")
     if not any(r.startswith("FAIL") for r in results):
@@ -203,6 +227,13 @@ def split_build(suite: str, kind: str, full: package.PackageResult) -> str:
         return f"FAIL: build {flag}: lintian found errors or warnings (above)"
     return f"PASS: build {flag}: dpkg-buildpackage {flag} built {' '.join(debs)}; lintian: " \
            "no errors or warnings"
+
+
+def expected_stages(suite: str, full: bool) -> tuple[str, ...]:
+    """The stages pkgtest.sh must report on `suite`: every one (full), less OMIT's."""
+    if not full:
+        return STAGES_INSTALL
+    return tuple(x for x in STAGES_FULL if x not in OMIT.get(suite, ()))
 
 
 def missing_stages(results: list[str], expected: tuple[str, ...]) -> list[str]:
@@ -266,11 +297,11 @@ echo "PASS: boot: DKMS's module refused in $(uname -r) (no PMU under TCG): ENODE
 """
 
 
-def test_all() -> bool:
-    """Every combination of ALL in turn (they share the CPU with other tests); a summary
-    line each, with its wall time."""
+def test_unit(combos: list[tuple[str, str]]) -> bool:
+    """The combinations in turn, a summary line each with its wall time (collected by
+    test_all, which runs this in a process of its own)."""
     summary = []
-    for suite, arch in ALL:
+    for suite, arch in combos:
         start = time.monotonic()
         try:
             ok = test(suite, arch)
@@ -284,5 +315,63 @@ def test_all() -> bool:
     return all(line.split(": ", 1)[1].startswith("PASS") for line in summary)
 
 
+def is_summary_line(line: str) -> bool:
+    """A unit's per-combination verdict (test_unit's last lines)."""
+    return line.startswith("test-package ") and line.rstrip().endswith("s)") \
+        and (": PASS (" in line or ": FAIL (" in line)
+
+
+def test_all(lanes: int = LANES) -> bool:
+    """Every unit of UNITS, `lanes` at a time, each in a process with a log of its own that
+    is copied whole into this output when the unit ends (never interleaved); then every
+    combination's verdict, in the order of ALL."""
+    logs = REPO / "build" / "pkgtest" / "logs"
+    logs.mkdir(parents=True, exist_ok=True)
+    pending = list(UNITS)
+    running: list[tuple[subprocess.Popen[bytes], Path]] = []
+    verdicts: dict[str, str] = {}
+    rcs = []
+    while pending or running:
+        while pending and len(running) < lanes:
+            unit = pending.pop(0)
+            name = "+".join(f"{s}-{a}" for s, a in unit)
+            log = logs / f"{name}.log"
+            with open(log, "wb") as f:
+                proc = subprocess.Popen(
+                    [*WORKER, *(f"{s}/{a}" for s, a in unit)],
+                    cwd=REPO, stdout=f, stderr=subprocess.STDOUT)
+            say(f"==> test-package {name}: started, output in {log}")
+            running.append((proc, log))
+        time.sleep(1)
+        for proc, log in [r for r in running if r[0].poll() is not None]:
+            running.remove((proc, log))
+            rcs.append(proc.returncode)
+            for line in log.read_text(errors="replace").splitlines():
+                if is_summary_line(line):  # "test-package SUITE ARCH: PASS (Ns)"
+                    verdicts[" ".join(line.split(":", 1)[0].split()[1:])] = line
+                else:
+                    say(line)
+    lines = [verdicts.get(f"{s} {a}", f"test-package {s:<8} {a}: FAIL (no verdict: the "
+                          "unit's process ended without one, its output above)")
+             for s, a in ALL]
+    for line in lines:
+        say(line)
+    return all(rc == 0 for rc in rcs) and all(": PASS (" in line for line in lines)
+
+
+def main(argv: list[str]) -> int:
+    """No arguments: test_all. SUITE/ARCH ...: those combinations in turn (one unit)."""
+    if not argv:
+        return 0 if test_all() else 1
+    combos = []
+    for a in argv:
+        suite, _, arch = a.partition("/")
+        if (suite, arch) not in ALL:
+            say(f"pkgtest: {a!r} is not one of {' '.join(f'{s}/{x}' for s, x in ALL)}")
+            return 2
+        combos.append((suite, arch))
+    return 0 if test_unit(combos) else 1
+
+
 if __name__ == "__main__":
-    sys.exit(0 if test_all() else 1)
+    sys.exit(main(sys.argv[1:]))

@@ -112,3 +112,97 @@ def test_split_builds_must_build_exactly_their_share_and_pass_lintian(tmp_path, 
         "FAIL: build -B: built a_1_all.deb p_1_amd64.deb, want p_1_amd64.deb")
     built["indep"] = result(["s_1_all.changes", "a_1_all.deb", "b_1_all.deb"], lintian_ok=False)
     assert pkgtest.split_build("trixie", "indep", full).startswith("FAIL: build -A: lintian")
+
+
+# A stand-in for one unit's process: prints a block of output around a sleep (so that
+# two units overlap), then its combinations' verdicts as test_unit does; "FAIL" in the
+# suite name fails it, "NONE" prints no verdict.
+FAKE_UNIT = r"""
+import sys, time
+for a in sys.argv[1:]:
+    suite, arch = a.split("/")
+    print(f"{a}: first line", flush=True)
+    time.sleep(0.5)
+    print(f"{a}: last line", flush=True)
+for a in sys.argv[1:]:
+    suite, arch = a.split("/")
+    if "NONE" not in suite:
+        print(f"test-package {suite:<8} {arch}: {'FAIL' if 'FAIL' in suite else 'PASS'} (1s)")
+sys.exit(1 if any("FAIL" in a or "NONE" in a for a in sys.argv[1:]) else 0)
+"""
+
+
+def run_fake_units(tmp_path, monkeypatch, capsys, units):
+    fake = tmp_path / "unit.py"
+    fake.write_text(FAKE_UNIT)
+    monkeypatch.setattr(pkgtest, "REPO", tmp_path)
+    monkeypatch.setattr(pkgtest, "WORKER", (shutil.which("python3"), str(fake)))
+    monkeypatch.setattr(pkgtest, "UNITS", units)
+    monkeypatch.setattr(pkgtest, "ALL", tuple(c for u in units for c in u))
+    ok = pkgtest.test_all(lanes=2)
+    return ok, capsys.readouterr().err.splitlines()
+
+
+def test_units_run_two_at_a_time_and_their_output_is_never_interleaved(
+        tmp_path, monkeypatch, capsys):
+    units = ((("a", "amd64"), ("b", "amd64")), (("c", "arm64"),), (("d", "amd64"),))
+    ok, out = run_fake_units(tmp_path, monkeypatch, capsys, units)
+    assert ok
+    body = [x for x in out if not x.startswith(("==>", "test-package"))]
+    # Each unit's block whole: a unit's lines are adjacent in its order.
+    blocks = ["a/amd64: first line", "a/amd64: last line", "b/amd64: first line",
+              "b/amd64: last line"]
+    i = body.index(blocks[0])
+    assert body[i:i + 4] == blocks
+    j = body.index("c/arm64: first line")
+    assert body[j + 1] == "c/arm64: last line"
+    # The verdicts at the end, in the order of ALL, each once.
+    assert out[-4:] == [f"test-package {s:<8} {a}: PASS (1s)"
+                        for s, a in pkgtest.ALL]
+    assert sum(x.startswith("test-package ") for x in out) == 4
+    # Two lanes: the first two units were started before either ended.
+    starts = [n for n, x in enumerate(out) if x.endswith("started, output in "
+                                                          + str(tmp_path / "build" / "pkgtest"
+                                                                / "logs" / "c-arm64.log"))]
+    assert starts and starts[0] < out.index("a/amd64: first line")
+
+
+@pytest.mark.parametrize("suite, why", [("xFAIL", "FAIL (1s)"), ("xNONE", "FAIL (no verdict")])
+def test_a_failed_unit_or_one_without_a_verdict_fails_the_whole(
+        tmp_path, monkeypatch, capsys, suite, why):
+    units = ((("a", "amd64"),), ((suite, "amd64"),))
+    ok, out = run_fake_units(tmp_path, monkeypatch, capsys, units)
+    assert not ok
+    assert out[-1].startswith(f"test-package {suite:<8} amd64: {why}")
+    assert out[-2] == "test-package a        amd64: PASS (1s)"
+
+
+def test_a_unit_argument_outside_the_list_is_refused(capsys):
+    assert pkgtest.main(["bullseye/arm64"]) == 2
+    assert "'bullseye/arm64' is not one of" in capsys.readouterr().err
+
+
+def test_omitted_stages_are_neither_expected_nor_run():
+    assert set(pkgtest.STAGES_FULL) - set(pkgtest.expected_stages("bookworm", True)) == {
+        "no-headers", "autopkgtest"}
+    assert pkgtest.expected_stages("sid", True) == pkgtest.STAGES_FULL
+    assert pkgtest.expected_stages("trixie", True) == pkgtest.STAGES_FULL
+    assert pkgtest.expected_stages("bookworm", False) == pkgtest.STAGES_INSTALL
+    # The issue-25 checks run on trixie and sid: nothing may be omitted there.
+    assert not set(pkgtest.OMIT) & {"trixie", "sid"}
+    assert set(pkgtest.SPLIT_SUITES) >= {"trixie", "sid"}
+    # The script's own gate, as dash runs it.
+    text = pkgtest.STAGES.read_text()
+    runs = re.search(r"^runs\(\) \{.*?^\}", text, re.M | re.S).group(0)
+
+    def gate(stage, full, omit):
+        script = f'{runs}\nFULL="{full}"; OMIT="{omit}"; runs {stage}'
+        return subprocess.run(["dash", "-c", script]).returncode == 0
+
+    assert gate("no-headers", "1", "")
+    assert not gate("no-headers", "1", "no-headers autopkgtest")
+    assert not gate("autopkgtest", "1", "no-headers autopkgtest")
+    assert gate("autopkgtest", "1", "no-headers")
+    assert not gate("autopkgtest", "", "")
+    assert re.search(r"^if runs no-headers; then", text, re.M)
+    assert re.search(r"^if runs autopkgtest; then", text, re.M)
