@@ -163,11 +163,14 @@
  * storage, set up at the thread's first use, closed at thread exit (a
  * pthread key destructor) and in a forked child (pthread_atfork; a child
  * made by a raw clone() or vfork() must not use the header). The module's
- * placement cache is one per program. Both are weak definitions in this
- * header, merged into one by the linker: no library to link, so the 2011
+ * placement cache and the fault guard (its handler, and the program's
+ * handler it chains to) are one per program. All are weak definitions in
+ * this header, merged into one by the linker: no library to link, so the 2011
  * tcyc.c still builds with a plain `cc tcyc.c`. Shared objects built with
  * -fvisibility=hidden each get their own copy (then each keeps its own
- * per-thread events: correct, if wasteful).
+ * per-thread events: correct, if wasteful; but two such guards whose
+ * module-path windows overlap in time can save each other as the handler
+ * to chain to: give the cycles_* symbols default visibility there).
  *
  * The module's sysfs ABI, as read here: the driver takes its counters from
  * perf (pinned per-CPU kernel events), and perf decides, per CPU, which
@@ -1437,7 +1440,18 @@ static inline int cycles_guard_skip(ucontext_t *uc, unsigned int *hw)
 }
 #endif
 
-static inline void cycles_guard_handler(int sig, siginfo_t *si, void *uc)
+/*
+ * One handler for the whole program, like the state it reads: a weak
+ * definition, so that every translation unit installs, compares and
+ * chains the same function. (A static copy per unit let one unit's
+ * handler become the saved "old" one of another's, or of itself: a fault
+ * of the program's then chained round forever.)
+ */
+CYCLES_WEAK __attribute__((noinline)) void
+cycles_guard_handler(int sig, siginfo_t *si, void *uc);
+
+CYCLES_WEAK __attribute__((noinline)) void
+cycles_guard_handler(int sig, siginfo_t *si, void *uc)
 {
 	struct cycles_thread *t = &cycles_tls;
 	const struct sigaction *old = &cycles_guard_old;
@@ -1450,7 +1464,8 @@ static inline void cycles_guard_handler(int sig, siginfo_t *si, void *uc)
 		t->faulted = 1;
 		return;
 	}
-	if (old->sa_flags & SA_SIGINFO) {
+	if ((old->sa_flags & SA_SIGINFO) &&
+	    old->sa_sigaction != cycles_guard_handler) {
 		old->sa_sigaction(sig, si, uc);
 	} else if (old->sa_handler != SIG_DFL && old->sa_handler != SIG_IGN) {
 		old->sa_handler(sig);
@@ -1470,12 +1485,18 @@ static inline void cycles_guard_begin(struct cycles_thread *t)
 
 	pthread_mutex_lock(&cycles_guard_lock);
 	if (cycles_guard_users++ == 0) {
+		struct sigaction prev;
+
 		memset(&sa, 0, sizeof(sa));
 		sa.sa_sigaction = cycles_guard_handler;
 		/* On the program's alternate stack if it has one. */
 		sa.sa_flags = SA_SIGINFO | SA_NODEFER | SA_ONSTACK;
 		sigemptyset(&sa.sa_mask);
-		sigaction(CYCLES_GUARD_SIGNAL, &sa, &cycles_guard_old);
+		/* Still ours (another copy of the header left it): keep the old. */
+		if (sigaction(CYCLES_GUARD_SIGNAL, &sa, &prev) == 0 &&
+		    !((prev.sa_flags & SA_SIGINFO) &&
+		      prev.sa_sigaction == cycles_guard_handler))
+			cycles_guard_old = prev;
 	}
 	pthread_mutex_unlock(&cycles_guard_lock);
 	t->faulted = 0;

@@ -676,6 +676,31 @@ def test_guard_keeps_a_handler_installed_after_it(lookup):
     assert run.pairs("ownlate") == {"begin": 0, "kept": 1}
 
 
+@pytest.mark.parametrize("cc", [NATIVE_CC, CROSS_CC], ids=["native", "arm64"])
+def test_guard_is_one_handler_across_translation_units(tmp_path, cc):
+    """Two units of one program guard reads, the last to end not the first to begin:
+    the program's own handler (installed before) is back afterwards and gets the
+    program's own fault. A handler per unit left another unit's installed, saving itself
+    as the handler to chain to: that fault then looped forever."""
+    need_cc(cc)
+    out = tmp_path / "guard_units"
+    compile_c(cc, [CSRC / "guard_units.c", CSRC / "guard_unit_b.c"], out,
+              ["-Wmissing-prototypes", "-pthread"])
+    if cc == CROSS_CC:
+        qemu = shutil.which("qemu-aarch64")
+        if qemu is None:
+            pytest.fail("qemu-aarch64 (Debian qemu-user) is not installed; ./devenv installs it")
+        argv = [qemu, "-L", str(ARM64_SYSROOT), str(out)]
+    else:
+        argv = [str(out)]
+    try:
+        res = subprocess.run(argv, capture_output=True, text=True, timeout=30)
+    except subprocess.TimeoutExpired:
+        pytest.fail("the program's own fault never reached its handler (looped 30 s)")
+    assert res.stdout.strip() == "restored=1", res.stdout + res.stderr
+    assert res.returncode == 42, f"exit {res.returncode}: {res.stderr}"
+
+
 # --- The fixed read on the module path: only where the module's cycles is on it ------
 
 def test_module_fixed_window(lookup):

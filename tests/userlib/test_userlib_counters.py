@@ -70,15 +70,19 @@ def test_no_backend_raises_with_the_reason(driver_measure, simple_pmu):  # noqa:
 
 def test_driver_samples(driver_measure, fake_reads, simple_pmu, monkeypatch):  # noqa: F811
     """scope cpu: advisory (no perf_user_access on this host), pinned to a CPU; a
-    generation change between the samples discards the counts."""
-    generation = iter([10, 10, 11])
+    generation change between the samples discards the counts, including one while a
+    sample's counters are being read (each read takes the generation before and after)."""
+    # a: 10 before, 11 after (a move during its reads); b: 11, 11; c: 11, 12; d, e: 12.
+    generation = iter([10, 11, 11, 11, 11, 12, 12, 12, 12, 12])
     monkeypatch.setattr(simple_pmu.native, "driver_generation", lambda: next(generation))
     with simple_pmu.Counters(scope="cpu") as counters:
-        a, b, c = counters.read(), counters.read(), counters.read()
+        a, b, c, d, e = (counters.read() for _ in range(5))
     assert (a.backend, a.scope, a.exact) == ("driver", "cpu", False) and a.cpu in CPUS
-    d = b - a
-    assert d.ok and d.exact is False and d.cycles > 0 and d.instructions > 0
-    moved = c - b
-    assert not moved.ok and moved.cycles is None and moved.instructions is None
-    assert moved.reason.code == "samples_moved"
-    assert "generation 10 -> cpu" in moved.reason
+    ok = e - d
+    assert ok.ok and ok.exact is False and ok.cycles > 0 and ok.instructions > 0
+    for moved, before, after in ((b - a, 10, 11), (c - b, 11, 12)):
+        assert not moved.ok and moved.cycles is None and moved.instructions is None
+        assert moved.reason.code == "samples_moved"
+        was, now = str(moved.reason).split(" -> ", 1)
+        assert was.endswith(f"generation {before}") and now.startswith("cpu ")
+        assert f"generation {after}" in now

@@ -141,3 +141,42 @@ def test_reads_that_never_come_back_give_a_reason_not_an_exception(simple_pmu, m
             simple_pmu.measure(strict=True):
         ran.append(2)
     assert ran == [1]
+
+
+@pytest.fixture
+def perf_rdpmc_report(simple_pmu, monkeypatch, perf):
+    """probe() saying perf-rdpmc is usable, on the software stand-in events: their mmap
+    pages are real and say what a hardware event's says when it is off its counter or
+    user reads are off (index 0, cap_user_rdpmc 0)."""
+    probe = importlib.import_module("simple_pmu._probe")
+    measure = importlib.import_module("simple_pmu._measure")
+    monkeypatch.setattr(perf, "EVENTS", dict(SOFTWARE))
+    backend = probe.Backend("perf-rdpmc", "software stand-in", True,
+                            counters=("cycles", "instructions"), scope="thread",
+                            rings=("user",))
+    others = tuple(probe.Backend(n, n, False, ("fake",)) for n in ("driver", "perf-read"))
+    report = probe.Report(probe.cpu_info(), (others[0], backend, others[1]))
+    monkeypatch.setattr(measure, "_cache", {"report": report})
+    return measure
+
+
+def test_a_page_that_says_no_user_read_gives_the_read2_count(perf_rdpmc_report, simple_pmu,
+                                                              perf):
+    """index 0 / cap_user_rdpmc 0 on the mmap page: the reads take the count from read(2)
+    (the same count of the same event), never an exception out of measure()."""
+    page_alone = perf.SelfMonitor.open("cycles")
+    try:
+        assert page_alone.info()["index"] == 0
+        with pytest.raises(simple_pmu.CounterUnavailable, match="index 0"):
+            page_alone.read()  # no fallback asked for: the page's own answer
+    finally:
+        page_alone.close()
+    with simple_pmu.measure("perf-rdpmc") as m:
+        simple_pmu.known_loop(2_000_000)
+    assert m.ok and m.backend == "perf-rdpmc", m.reason
+    assert m.cycles > 100_000  # task-clock ns of the loop: it ran
+    with simple_pmu.Counters("perf-rdpmc") as counters:
+        a = counters.read()
+        simple_pmu.known_loop(2_000_000)
+        b = counters.read()
+    assert (b - a).ok and (b - a).cycles > 100_000

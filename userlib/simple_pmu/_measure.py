@@ -249,7 +249,8 @@ def open_reader(report: Report, backend: str | None = None,
     reader._close.append(group.close)
     for counter in group.names:
         if backend == "perf-rdpmc":
-            monitor = SelfMonitor.on(counter, group.fd(counter))
+            monitor = SelfMonitor.on(counter, group.fd(counter),
+                                     fallback=functools.partial(group.count, counter))
             reader._close.insert(0, monitor.close)
             setattr(reader, counter, monitor.read)
         else:

@@ -52,10 +52,11 @@ class Sample:
     time_ns: int  # time.perf_counter_ns() at the read
     widths: tuple[tuple[str, int], ...]  # (counter, bits): differences are modulo 2^bits
     cpu: int | None = None  # the driver: the CPU read, and its generation
-    generation: int | None = None
+    generation: int | None = None  # read just before the counters
     time_enabled_ns: int | None = None  # perf: the group's times since it was opened
     time_running_ns: int | None = None
     source: int = 0  # which Counters took it (id): only samples of one subtract
+    generation_after: int | None = None  # the driver: read just after the counters
 
     def width(self, counter: str) -> int:
         return dict(self.widths).get(counter, COUNTER_BITS)
@@ -66,10 +67,13 @@ class Sample:
         if earlier.source != self.source:
             raise UsageError(reasons.SAMPLES_UNRELATED.format())
         reason: Reason | None = None
-        if (earlier.cpu, earlier.generation) != (self.cpu, self.generation):
+        # The generation before the earlier sample's reads against the one after the
+        # later sample's: any move between the two reads changed it.
+        after = self.generation if self.generation_after is None else self.generation_after
+        if (earlier.cpu, earlier.generation) != (self.cpu, after):
             reason = reasons.SAMPLES_MOVED.format(
                 before=f"cpu {earlier.cpu} generation {earlier.generation}",
-                after=f"cpu {self.cpu} generation {self.generation}")
+                after=f"cpu {self.cpu} generation {after}")
         enabled = running = None
         ratio = None
         if self.time_enabled_ns is not None and earlier.time_enabled_ns is not None:
@@ -136,6 +140,7 @@ class Counters:
 
     def read(self) -> Sample:
         reader = self._usable()
+        generation = reader.generation() if reader.generation is not None else None
         group0 = None
         if reader.group is not None and reader.backend == "perf-read":
             group0 = reader.group.read()
@@ -147,13 +152,13 @@ class Counters:
             i, c = first_read(reader)
             cycles = c if reader.cycles else None
             instructions = i if reader.instructions else None
-        generation = reader.generation() if reader.generation is not None else None
+        after = reader.generation() if reader.generation is not None else None
         return Sample(
             reader.backend or "", reader.scope, reader.exact, cycles, instructions,
             time.perf_counter_ns(), tuple(sorted(reader.widths.items())),
             self._pinned.cpu, generation,
             None if group0 is None else group0.time_enabled,
-            None if group0 is None else group0.time_running, id(self))
+            None if group0 is None else group0.time_running, id(self), after)
 
     def _usable(self) -> Reader:
         if self._reader is None:

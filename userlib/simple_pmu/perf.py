@@ -14,9 +14,10 @@ only time_running. They are given unscaled, with the ratio beside them.
 from __future__ import annotations
 
 import errno
+import functools
 import os
 import struct
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -172,21 +173,32 @@ class PerfGroup:
 
 @dataclass
 class SelfMonitor:
-    """An event with its mmap page, read with RDPMC / mrs in user space."""
+    """An event with its mmap page, read with RDPMC / mrs in user space.
+
+    When the page says the counter cannot be read in user space now (cap_user_rdpmc 0:
+    root turned user reads off; index 0: the event is not on a counter, e.g. multiplexed
+    out), read() takes the count from read(2) instead (`fallback`): the same count of
+    the same event, so a block may start on one path and end on the other."""
 
     event: str
     fd: int
     page: PerfPage
     owns_fd: bool = True
+    fallback: Callable[[], int] | None = None  # read(2) of the event's count
 
     @classmethod
-    def open(cls, name: str) -> SelfMonitor:
-        """A single event of its own (no group)."""
-        return cls.on(name, open_event(name, user_access=True), owns_fd=True)
+    def open(cls, name: str, fallback: bool = False) -> SelfMonitor:
+        """A single event of its own (no group); fallback: read(2) when the page says no
+        (the probe's trials leave it off: they ask whether user reads work)."""
+        fd = open_event(name, user_access=True)
+        return cls.on(name, fd, owns_fd=True,
+                      fallback=functools.partial(read_count, fd) if fallback else None)
 
     @classmethod
-    def on(cls, name: str, fd: int, owns_fd: bool = False) -> SelfMonitor:
-        """The mmap page of an open event (e.g. a PerfGroup member)."""
+    def on(cls, name: str, fd: int, owns_fd: bool = False,
+           fallback: Callable[[], int] | None = None) -> SelfMonitor:
+        """The mmap page of an open event (e.g. a PerfGroup member, with
+        fallback=functools.partial(group.count, name))."""
         if native is None:
             raise CounterUnavailable(native_error, reasons.NO_NATIVE.code)
         try:
@@ -195,10 +207,15 @@ class SelfMonitor:
             if owns_fd:
                 os.close(fd)
             raise
-        return cls(name, fd, page, owns_fd)
+        return cls(name, fd, page, owns_fd, fallback)
 
     def read(self) -> int:
-        return self.page.read()
+        try:
+            return self.page.read()
+        except CounterUnavailable:
+            if self.fallback is None:
+                raise
+            return self.fallback()
 
     def info(self) -> dict[str, int]:
         return self.page.info()
