@@ -8,7 +8,7 @@ import time
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
-from . import build, compat, kernels, matrix, matrixrun, signing
+from . import build, compat, kernels, matrix, matrixrun, pkgtest, signing
 from . import checkpatch as checkpatch_mod
 from .apt import PrivateApt
 from .errors import PipelineError
@@ -225,8 +225,9 @@ def test_all(timeout: float, jobs: int) -> bool:
     start = time.monotonic()
     with open(log, "w") as f:
         say("test-package: bookworm, trixie, sid (amd64), bookworm (arm64), bullseye (refusal)"
-            f" in the background, two at a time, output in {log}")
-        pkg = subprocess.Popen(["nice", "-n", "10", sys.executable, "-m", "pmubuild.pkgtest"],
+            f" in the background, one at a time until test-qemu ends, then two; output in {log}")
+        pkg = subprocess.Popen(["nice", "-n", "10", sys.executable, "-m", "pmubuild.pkgtest",
+                                "--lanes=1"],
                                cwd=REPO, stdout=f, stderr=subprocess.STDOUT,
                                start_new_session=True)
         try:
@@ -240,6 +241,7 @@ def test_all(timeout: float, jobs: int) -> bool:
             say(f"pytest done after {time.monotonic() - start:.0f}s")
             qemu_ok = test_qemu("all", "all", timeout, jobs, skips=skips)
             if pkg.poll() is None:
+                pkg.send_signal(pkgtest.MORE_LANES)  # the CPUs are free now
                 say(f"test-qemu done after {time.monotonic() - start:.0f}s; "
                     "waiting for test-package")
             pkg_ok = pkg.wait() == 0

@@ -13,6 +13,7 @@ still passes); the summary lists them, each indented by two spaces.
 import lzma
 import shlex
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -32,10 +33,13 @@ UNITS: tuple[tuple[tuple[str, str], ...], ...] = (
     (("trixie", "amd64"),), (("sid", "amd64"),),
     (("bookworm", "amd64"), ("bullseye", "amd64")), (("bookworm", "arm64"),))
 ALL = tuple(combo for unit in UNITS for combo in unit)
-# Units at a time. One at a time left a CPU idle for minutes once test-qemu (which keeps
-# both busy) had ended; the units share nothing a second one could break (each its own
-# build directories, overlay, apt cache and guest; the cache's writers take its locks).
+# Units at a time. Beside pytest and test-qemu (which keep both CPUs busy: a second
+# chroot there only slowed them down, pytest 210 -> 400 s) one; when `invoke test` says
+# test-qemu has ended (SIGUSR1, see MORE_LANES) two, so that the last units do not leave a
+# CPU idle. The units share nothing a second one could break (each its own build
+# directories, overlay, apt cache and guest; the cache's writers take its locks).
 LANES = 2
+MORE_LANES = signal.SIGUSR1
 # What runs one unit: this module with SUITE/ARCH arguments (main).
 WORKER = (sys.executable, "-m", "pmubuild.pkgtest")
 BASE_PKGS = ["apt-utils"]
@@ -322,9 +326,22 @@ def is_summary_line(line: str) -> bool:
 
 
 def test_all(lanes: int = LANES) -> bool:
-    """Every unit of UNITS, `lanes` at a time, each in a process with a log of its own that
-    is copied whole into this output when the unit ends (never interleaved); then every
-    combination's verdict, in the order of ALL."""
+    """Every unit of UNITS, `lanes` at a time (LANES from when MORE_LANES arrives), each
+    in a process with a log of its own that is copied whole into this output when the
+    unit ends (never interleaved); then every combination's verdict, in the order of ALL."""
+    width = [lanes]
+
+    def more(signum: int, frame: object) -> None:
+        width[0] = max(width[0], LANES)
+
+    previous = signal.signal(MORE_LANES, more)
+    try:
+        return _run_units(width)
+    finally:
+        signal.signal(MORE_LANES, previous)
+
+
+def _run_units(width: list[int]) -> bool:
     logs = REPO / "build" / "pkgtest" / "logs"
     logs.mkdir(parents=True, exist_ok=True)
     pending = list(UNITS)
@@ -332,7 +349,7 @@ def test_all(lanes: int = LANES) -> bool:
     verdicts: dict[str, str] = {}
     rcs = []
     while pending or running:
-        while pending and len(running) < lanes:
+        while pending and len(running) < width[0]:
             unit = pending.pop(0)
             name = "+".join(f"{s}-{a}" for s, a in unit)
             log = logs / f"{name}.log"
@@ -360,9 +377,14 @@ def test_all(lanes: int = LANES) -> bool:
 
 
 def main(argv: list[str]) -> int:
-    """No arguments: test_all. SUITE/ARCH ...: those combinations in turn (one unit)."""
-    if not argv:
-        return 0 if test_all() else 1
+    """No arguments: test_all (--lanes=N: N at a time until MORE_LANES). SUITE/ARCH ...:
+    those combinations in turn (one unit)."""
+    if not argv or argv[0].startswith("--lanes="):
+        value = argv[0].removeprefix("--lanes=") if argv else str(LANES)
+        if not value.isdigit() or not 1 <= int(value) <= LANES or argv[1:]:
+            say(f"pkgtest: usage: --lanes=1..{LANES} alone, or SUITE/ARCH ...; got {argv}")
+            return 2
+        return 0 if test_all(int(value)) else 1
     combos = []
     for a in argv:
         suite, _, arch = a.partition("/")

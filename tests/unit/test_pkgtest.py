@@ -1,9 +1,11 @@
 """pmubuild.pkgtest without chroots: the stage manifest against the stage script, the
 script's syntax under dash (the chroots' /bin/sh), and the apt sources it writes."""
 
+import os
 import re
 import shutil
 import subprocess
+import threading
 
 import pytest
 
@@ -132,14 +134,16 @@ sys.exit(1 if any("FAIL" in a or "NONE" in a for a in sys.argv[1:]) else 0)
 """
 
 
-def run_fake_units(tmp_path, monkeypatch, capsys, units):
+def run_fake_units(tmp_path, monkeypatch, capsys, units, lanes=2, more_after=None):
     fake = tmp_path / "unit.py"
     fake.write_text(FAKE_UNIT)
     monkeypatch.setattr(pkgtest, "REPO", tmp_path)
     monkeypatch.setattr(pkgtest, "WORKER", (shutil.which("python3"), str(fake)))
     monkeypatch.setattr(pkgtest, "UNITS", units)
     monkeypatch.setattr(pkgtest, "ALL", tuple(c for u in units for c in u))
-    ok = pkgtest.test_all(lanes=2)
+    if more_after is not None:  # as `invoke test` does when test-qemu has ended
+        threading.Timer(more_after, os.kill, (os.getpid(), pkgtest.MORE_LANES)).start()
+    ok = pkgtest.test_all(lanes=lanes)
     return ok, capsys.readouterr().err.splitlines()
 
 
@@ -206,3 +210,23 @@ def test_omitted_stages_are_neither_expected_nor_run():
     assert not gate("autopkgtest", "", "")
     assert re.search(r"^if runs no-headers; then", text, re.M)
     assert re.search(r"^if runs autopkgtest; then", text, re.M)
+
+
+def started(out, name):
+    return next(n for n, x in enumerate(out) if x.startswith(f"==> test-package {name}: started"))
+
+
+def test_one_lane_until_told_then_two(tmp_path, monkeypatch, capsys):
+    """--lanes=1 beside pytest and test-qemu; MORE_LANES (test-qemu ended) widens to two."""
+    units = ((("a", "amd64"),), (("b", "amd64"),), (("c", "amd64"),), (("d", "amd64"),))
+    ok, out = run_fake_units(tmp_path, monkeypatch, capsys, units, lanes=1)
+    assert ok
+    # One at a time: each unit starts after the one before it has ended (its lines).
+    for before, after in (("a", "b"), ("b", "c"), ("c", "d")):
+        assert out.index(f"{before}/amd64: last line") < started(out, f"{after}-amd64")
+    ok, out = run_fake_units(tmp_path, monkeypatch, capsys, units, lanes=1, more_after=0.2)
+    assert ok
+    # Two at a time after it: c started while b still ran (before b's lines came).
+    assert started(out, "c-amd64") < out.index("b/amd64: first line")
+    assert out[-4:] == [f"test-package {x:<8} amd64: PASS (1s)" for x in "abcd"]
+    assert pkgtest.main(["--lanes=3"]) == 2 and pkgtest.main(["--lanes=x"]) == 2
