@@ -147,8 +147,8 @@
  * Choosing the scope: define CYCLES_SCOPE_CPU before including this header
  * to make CPU-wide module counters every thread's default, or call
  * cycles_set_scope(CYCLES_SCOPE_CPU_ID / CYCLES_SCOPE_THREAD_ID) in a thread
- * (it re-chooses that thread's path). cycles_path() says which one a
- * thread uses.
+ * (it re-chooses that thread's path; not while a window of the thread's
+ * perf path is open: EBUSY). cycles_path() says which one a thread uses.
  *
  * perfmon_available(): in 2011 the architectural perfmon version (CPUID
  * 0xA), i.e. "the fixed counters exist and user RDPMC is on". Now: > 0
@@ -1146,6 +1146,8 @@ struct cycles_thread {
 	int module_exact;		/* cycles_module_exact() */
 	int fd[CYCLES_NR_COUNTERS];	/* -1: none */
 	struct perf_event_mmap_page *pc[CYCLES_NR_COUNTERS];
+	unsigned int epoch;		/* + 1 each time the events close */
+	int windows;			/* perf windows begun, not yet ended */
 	volatile sig_atomic_t guarding;	/* a guarded read is in progress */
 	volatile sig_atomic_t faulted;	/* it faulted (and was skipped) */
 	volatile unsigned int fault_hw;	/* the counter whose read faulted */
@@ -1169,6 +1171,9 @@ static inline void cycles_thread_close(struct cycles_thread *t)
 		t->pc[i] = NULL;
 		t->fd[i] = -1;
 	}
+	/* Windows on these pages end invalid without touching them. */
+	t->epoch++;
+	t->windows = 0;
 	t->ready = 0;
 }
 
@@ -1374,11 +1379,18 @@ static inline const char *cycles_path_name(int path)
 /*
  * Count this thread (CYCLES_SCOPE_THREAD_ID, the default) or this CPU
  * through the module (CYCLES_SCOPE_CPU_ID) from now on; returns the path.
+ * -1 with errno EBUSY, changing nothing, while a perf-path window of this
+ * thread is open (begun, not ended): re-choosing closes the events and
+ * unmaps the pages that window reads.
  */
 static inline int cycles_set_scope(int scope)
 {
 	struct cycles_thread *t = &cycles_tls;
 
+	if (t->ready && t->windows > 0) {
+		errno = EBUSY;
+		return -1;
+	}
 	if (t->ready)
 		cycles_thread_close(t);
 	t->scope = scope;
@@ -1761,6 +1773,7 @@ struct cycles_window {
 	unsigned int width[CYCLES_NR_COUNTERS];
 	unsigned int seq[CYCLES_NR_COUNTERS];
 	const struct perf_event_mmap_page *pc[CYCLES_NR_COUNTERS];
+	unsigned int epoch;		/* perf path: the thread's events' */
 };
 
 /* A counter's bit in the mask of cycles_window_begin_fixed(). */
@@ -1901,7 +1914,12 @@ static inline int cycles_window_begin_mask(struct cycles_window *w,
 			if (!w->pc[i] && t->fd[i] >= 0)
 				return -1;	/* open but not mapped */
 		}
-		return cycles_window_pages(w);
+		if (cycles_window_pages(w) < 0)
+			return -1;
+		/* The pages stay mapped until it ends (cycles_set_scope). */
+		w->epoch = t->epoch;
+		t->windows++;
+		return 0;
 	}
 	if (t->path != CYCLES_PATH_MODULE)
 		return -1;
@@ -1948,6 +1966,7 @@ static inline int cycles_window_begin_mask(struct cycles_window *w,
 		return -1;
 	cycles_guard_begin(t);
 	w->guarded = 1;
+	w->epoch = t->epoch;
 	w->begun = 1;
 	return 0;
 }
@@ -2026,6 +2045,11 @@ static inline unsigned int cycles_window_end(struct cycles_window *w)
 	if (!w->begun)
 		return 0;
 	if (w->path == CYCLES_PATH_PERF_MMAP) {
+		/* Its pages were unmapped since (a forked child): invalid. */
+		if (w->epoch != t->epoch)
+			return 0;
+		w->begun = 0;		/* a second end says 0 */
+		t->windows--;
 		for (i = 0; i < CYCLES_NR_COUNTERS; i++) {
 			const volatile struct perf_event_mmap_page *pc = w->pc[i];
 
@@ -2042,8 +2066,16 @@ static inline unsigned int cycles_window_end(struct cycles_window *w)
 	if (faulted || sched_getcpu() != w->cpu ||
 	    cycles_cpu_generation(w->cpu) != w->generation)
 		return 0;
-	/* Unpinned, a move to another CPU and back would go unseen. */
-	return CYCLES_VALID | (t->module_exact && w->pinned ? CYCLES_EXACT : 0);
+	/*
+	 * Unpinned, a move to another CPU and back would go unseen. And
+	 * while this thread had perf events with user reads (its path is
+	 * perf's now, or its events were re-chosen meanwhile), perf granted
+	 * it the counters itself: a moved counter stayed readable, no fault.
+	 */
+	return CYCLES_VALID | (t->module_exact && w->pinned &&
+			       w->epoch == t->epoch &&
+			       !(t->ready && t->path == CYCLES_PATH_PERF_MMAP) ?
+			       CYCLES_EXACT : 0);
 }
 
 /*

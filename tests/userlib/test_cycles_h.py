@@ -701,6 +701,30 @@ def test_guard_is_one_handler_across_translation_units(tmp_path, cc):
     assert res.returncode == 42, f"exit {res.returncode}: {res.stderr}"
 
 
+@pytest.mark.parametrize("cc", [NATIVE_CC, CROSS_CC], ids=["native", "arm64"])
+def test_scope_change_waits_for_an_open_perf_window(tmp_path, cc):
+    """cycles_set_scope() while a perf-path window of the thread is open refuses (EBUSY)
+    and changes nothing: re-choosing unmapped the page the window's end then read
+    (SIGSEGV). A forked child's end of the parent's window says invalid (the child's
+    copy of the page is gone) instead of crashing; after the end the scope changes."""
+    need_cc(cc)
+    out = tmp_path / "window_scope"
+    compile_c(cc, [CSRC / "window_scope.c"], out, ["-pthread"])
+    if cc == CROSS_CC:
+        qemu = shutil.which("qemu-aarch64")
+        if qemu is None:
+            pytest.fail("qemu-aarch64 (Debian qemu-user) is not installed; ./devenv installs it")
+        argv = [qemu, "-L", str(ARM64_SYSROOT), str(out)]
+    else:
+        argv = [str(out)]
+    res = subprocess.run(argv, capture_output=True, text=True, timeout=60)
+    assert res.returncode == 0, f"exit {res.returncode}: {res.stdout}{res.stderr}"
+    got = {k: v for line in res.stdout.split() for k, v in [line.split("=", 1)]}
+    assert got == {"begin": "0", "set_scope_open": "-1", "errno_busy": "1",
+                   "path_kept": "1", "child_end": "0", "child_exit": "0",
+                   "end": "3", "second_end": "0", "set_scope_after": "1"}, res.stdout
+
+
 # --- The fixed read on the module path: only where the module's cycles is on it ------
 
 def test_module_fixed_window(lookup):

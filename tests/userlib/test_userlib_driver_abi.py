@@ -600,3 +600,32 @@ def test_x86_native_refuses(x86_native):
     got = run()
     assert all(got[str(cpu)]["available"] == 0 for cpu in CPUS)
     assert [code for code, _ in got["probe"]] == ["driver_fixed_off"]
+
+
+def test_driver_beside_this_threads_perf_user_reads_is_not_exact(driver_measure, mods,
+                                                                  monkeypatch):
+    """arm64 >= 5.17: while this thread has perf events with user reads open, perf grants
+    it the counters itself, so a counter perf moves stays readable without a fault: the
+    driver's count is advisory then, and says why; exact again once they are closed."""
+    monkeypatch.setattr(mods["measure"], "driver_exactness", lambda arch: (True, ""))
+    perf = importlib.import_module("simple_pmu.perf")
+    task_clock = (1, 1)  # a software event stands in: user_access is what is counted
+    m = driver_measure((100, 200, 300, 400))
+    assert m.ok and m.exact is True and m.notes == ()
+    group = perf.PerfGroup.open(("cycles",), user_access=True, specs={"cycles": task_clock})
+    try:
+        m = driver_measure((100, 200, 300, 400))
+        assert m.ok and m.exact is False
+        assert [n.code for n in m.notes] == ["driver_advisory"]
+        assert "perf events with user reads open" in m.notes[0]
+        other = perf.PerfGroup.open(("cycles",), specs={"cycles": task_clock})
+        other.close()  # without user reads: not counted
+    finally:
+        group.close()
+    m = driver_measure((100, 200, 300, 400))
+    assert m.ok and m.exact is True and m.notes == ()
+    # A group opened and closed again between two readings counts too.
+    token = perf.user_reads_token()
+    perf.PerfGroup.open(("cycles",), user_access=True, specs={"cycles": task_clock}).close()
+    assert perf.user_reads_between(token, perf.user_reads_token())
+    assert not perf.user_reads_between(perf.user_reads_token(), perf.user_reads_token())

@@ -24,7 +24,9 @@ simple-pmu module's counters. Backend: the best usable one of the scope from pro
               scope, also whether scope "cpu" would count)
 Every result says which path it came from (m.backend) and whether its counts are
 exact (m.exact True: perf) or advisory (False: the driver on x86 and on arm64 before
-5.17, where perf may move a counter and the driver notices only at its next check; m.notes
+5.17, where perf may move a counter and the driver notices only at its next check; also
+the driver in a thread that had perf events with user reads open during the block, as
+perf then grants that thread the counters itself and a moved one stays readable; m.notes
 says so).
 What the counts cover is in the result: m.scope "cpu" (the driver: everything that ran
 on that CPU, every task) or "thread" (perf: this thread only), m.rings ("user",
@@ -81,6 +83,10 @@ from simple_pmu.reasons import Reason, as_reason
 from simple_pmu.sysinfo import counter_width, read_int, x86_counter_width
 
 COUNTER_BITS = 64  # what a counter value is read as: deltas are modulo this at most
+# The driver beside this thread's own perf events with user reads (perf.user_reads_token).
+PERF_USER_READS_ADVISORY = reasons.DRIVER_ADVISORY.format(
+    why="this thread had perf events with user reads open (perf then grants it the "
+        "counters itself, so a counter perf moved stays readable, without a fault)")
 
 _T = TypeVar("_T")
 
@@ -476,6 +482,7 @@ class measure:  # noqa: N801 - used as a function: with measure() as m
                                            scope=reader.scope, rings=reader.rings,
                                            exact=reader.exact, notes=reader.notes)
         self.g0: GroupReading | None = None
+        self.user_reads = perf.user_reads_token()
         # The driver: all four reads in C, no Python object made between first and last.
         self.span = span = (native.DriverSpan(reader.instructions is not None)
                             if reader.backend == "driver" and native is not None else None)
@@ -587,6 +594,10 @@ class measure:  # noqa: N801 - used as a function: with measure() as m
                 return
             result.generation = after or None
             widths = reader.placed_widths(info["cycle_index"], info["insn_index"])
+        if reader.backend == "driver" and result.exact and perf.user_reads_between(
+                self.user_reads, perf.user_reads_token()):
+            result.exact = False
+            result.notes += (PERF_USER_READS_ADVISORY,)
         if reader.cycles:
             result.cycles = wrap_delta(c0, c1, widths.get("cycles", COUNTER_BITS))
         if reader.instructions:

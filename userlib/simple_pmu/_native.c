@@ -207,15 +207,24 @@ static PyObject *guard_fault(const char *what, int sig)
  */
 static __thread int native_scope = CYCLES_SCOPE_CPU_ID;
 
-static void use_scope(int scope)
+static int use_scope(int scope)
 {
 	if (native_scope != scope) {
-		cycles_set_scope(scope);
+		if (cycles_set_scope(scope) < 0) {
+			PyErr_Format(CounterUnavailable, "a Window of scope "
+				     "\"%s\" is open in this thread (begun, not "
+				     "ended): end it first (choosing the other "
+				     "scope would unmap the pages it reads)",
+				     native_scope == CYCLES_SCOPE_CPU_ID ?
+				     "cpu" : "thread");
+			return -1;
+		}
 		native_scope = scope;
 	}
 	/* No path yet: the module may have been loaded since (re-check). */
 	if (cycles_path() == CYCLES_PATH_NONE)
 		perfmon_available();
+	return 0;
 }
 
 /* CounterUnavailable("reading WHAT on CPU n: why") for a reading not valid. */
@@ -234,7 +243,8 @@ static PyObject *driver_read(int which, const char *what)
 {
 	struct cycles_reading r;
 
-	use_scope(CYCLES_SCOPE_CPU_ID);
+	if (use_scope(CYCLES_SCOPE_CPU_ID) < 0)
+		return NULL;
 	if (cycles_read(which, &r) == 0)
 		return ulonglong(r.value);
 	if (r.flags & CYCLES_FAULTED)
@@ -282,13 +292,15 @@ static PyObject *native_driver_indices(PyObject *mod, PyObject *unused)
 
 static PyObject *native_driver_ref_cycles(PyObject *mod, PyObject *unused)
 {
-	use_scope(CYCLES_SCOPE_CPU_ID);
+	if (use_scope(CYCLES_SCOPE_CPU_ID) < 0)
+		return NULL;
 	return ulonglong(unhalted_ref());
 }
 
 static PyObject *native_driver_available(PyObject *mod, PyObject *unused)
 {
-	use_scope(CYCLES_SCOPE_CPU_ID);
+	if (use_scope(CYCLES_SCOPE_CPU_ID) < 0)
+		return NULL;
 	return PyLong_FromLong(perfmon_available());
 }
 
@@ -692,7 +704,8 @@ static PyObject *driverspan_start(DriverSpan *self, PyObject *unused)
 	self->i0 = self->i1 = self->c0 = self->c1 = 0;
 	self->flags = 0;
 	self->gen1 = 0;
-	use_scope(CYCLES_SCOPE_CPU_ID);
+	if (use_scope(CYCLES_SCOPE_CPU_ID) < 0)
+		return NULL;
 	if (cycles_read(CYCLES_CORE, &r) < 0) {
 		if (r.flags & CYCLES_FAULTED)
 			return guard_fault("the cycle counter", CYCLES_GUARD_SIGNAL);
@@ -911,7 +924,8 @@ static PyObject *window_begin(Window *self, PyObject *unused)
 	self->forks = fork_count;
 	self->flags = 0;
 	self->reason[0] = 0;
-	use_scope(self->scope);
+	if (use_scope(self->scope) < 0)
+		return NULL;
 	if (cycles_window_begin(&self->w) < 0) {
 		window_why_not(self);
 		self->state = WIN_FAILED;

@@ -26,7 +26,7 @@ import time
 from dataclasses import dataclass
 from types import TracebackType
 
-from simple_pmu import reasons
+from simple_pmu import perf, reasons
 from simple_pmu._measure import (
     COUNTER_BITS,
     PinnedCpu,
@@ -57,6 +57,7 @@ class Sample:
     time_running_ns: int | None = None
     source: int = 0  # which Counters took it (id): only samples of one subtract
     generation_after: int | None = None  # the driver: read just after the counters
+    user_reads: tuple[int, int] = (0, 0)  # perf.user_reads_token() at the read
 
     def width(self, counter: str) -> int:
         return dict(self.widths).get(counter, COUNTER_BITS)
@@ -88,11 +89,15 @@ class Sample:
                 return None
             return wrap_delta(a, b, self.width(name))
 
+        exact = self.exact
+        if self.backend == "driver" and exact and perf.user_reads_between(
+                earlier.user_reads, self.user_reads):
+            exact = False  # see PERF_USER_READS_ADVISORY
         cycles = diff("cycles", earlier.cycles, self.cycles)
         instructions = diff("instructions", earlier.instructions, self.instructions)
         if reason is None and instructions is None:
             reason = reasons.NO_INSN_COUNTER.format()
-        return Delta(self.backend, self.scope, self.exact, cycles, instructions,
+        return Delta(self.backend, self.scope, exact, cycles, instructions,
                      self.time_ns - earlier.time_ns, enabled, running, ratio, reason)
 
 
@@ -158,7 +163,8 @@ class Counters:
             time.perf_counter_ns(), tuple(sorted(reader.widths.items())),
             self._pinned.cpu, generation,
             None if group0 is None else group0.time_enabled,
-            None if group0 is None else group0.time_running, id(self), after)
+            None if group0 is None else group0.time_running, id(self), after,
+            perf.user_reads_token())
 
     def _usable(self) -> Reader:
         if self._reader is None:

@@ -17,6 +17,7 @@ import errno
 import functools
 import os
 import struct
+import threading
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
@@ -52,6 +53,37 @@ EVENTS: dict[str, EventSpec] = {
     "cycles": (PERF_TYPE_HARDWARE, PERF_COUNT_HW_CPU_CYCLES),
     "instructions": (PERF_TYPE_HARDWARE, PERF_COUNT_HW_INSTRUCTIONS),
 }
+
+
+# Threads with perf groups whose events ask for user reads (arm64 config1 bit 1): perf
+# grants such a thread the PMU itself at every switch to it (arm64 >= 5.17), so a counter
+# perf moves stays readable there without a fault, and the driver's readings in that
+# thread cannot be called exact while one is open. thread ident -> [open now, ever opened].
+_user_groups: dict[int, list[int]] = {}
+_user_groups_lock = threading.Lock()
+
+
+def _count_user_group(ident: int, change: int) -> None:
+    with _user_groups_lock:
+        entry = _user_groups.setdefault(ident, [0, 0])
+        entry[0] = max(0, entry[0] + change)
+        entry[1] += max(0, change)
+
+
+def user_reads_token() -> tuple[int, int]:
+    """(groups with user reads open now, ever opened) in this thread: a driver reading
+    taken between two equal tokens whose first member is 0 had no such group beside it."""
+    entry = _user_groups.get(threading.get_ident(), (0, 0))
+    return entry[0], entry[1]
+
+
+def user_reads_between(first: tuple[int, int], second: tuple[int, int]) -> bool:
+    """Whether this thread had perf user reads at any time between two tokens."""
+    return first != second or first[0] > 0
+
+
+# A forked child has none: the inherited events count the parent's thread.
+os.register_at_fork(after_in_child=_user_groups.clear)
 
 
 def perf_error(event: str, err: int) -> PerfError:
@@ -129,6 +161,8 @@ class PerfGroup:
     names: tuple[str, ...]
     fds: tuple[int, ...]
     problems: dict[str, reasons.Reason] = field(default_factory=dict)
+    user_thread: int | None = None  # user_access: the thread counted in _user_groups
+    user_pid: int = 0  # ... by this process (a forked child's count is its own)
 
     @classmethod
     def open(cls, names: Iterable[str] = ("cycles", "instructions"), *,
@@ -149,7 +183,11 @@ class PerfGroup:
                 problems[name] = reasons.as_reason(exc.reason)
                 continue
             opened.append(name)
-        return cls(tuple(opened), tuple(fds), problems)
+        group = cls(tuple(opened), tuple(fds), problems)
+        if user_access:
+            group.user_thread, group.user_pid = threading.get_ident(), os.getpid()
+            _count_user_group(group.user_thread, 1)
+        return group
 
     @property
     def leader(self) -> int:
@@ -169,6 +207,9 @@ class PerfGroup:
         for fd in reversed(self.fds):
             os.close(fd)
         self.fds = ()
+        if self.user_thread is not None and self.user_pid == os.getpid():
+            _count_user_group(self.user_thread, -1)
+        self.user_thread = None
 
 
 @dataclass

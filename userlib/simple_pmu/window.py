@@ -32,7 +32,10 @@ back to the module if it is usable (WindowResult.path says so), else there is no
 (begin() says why: only perf read(2) is possible). Scope "cpu" counts this CPU with the
 simple-pmu module's counters: pin the thread first (os.sched_setaffinity), or the window
 is invalid as soon as it moves; exact on arm64 >= 5.17, advisory elsewhere
-(WindowResult.exact False).
+(WindowResult.exact False), and advisory too where this thread had perf events with user
+reads open meanwhile (its own scope "thread" state, measure(), Counters: perf then grants
+the thread the counters itself). While a scope "thread" window is open, its thread cannot
+use scope "cpu" (begin(), measure(scope="cpu")): CounterUnavailable says so; end it first.
 """
 
 from __future__ import annotations
@@ -42,13 +45,14 @@ from dataclasses import dataclass
 from types import TracebackType
 from typing import Protocol
 
-from simple_pmu import reasons
+from simple_pmu import perf, reasons
 from simple_pmu._extension import native, native_error
 from simple_pmu.errors import CounterUnavailable, UsageError
 from simple_pmu.reasons import Reason
 
 SCOPES = {"thread": 0, "cpu": 1}
 VALID, EXACT = 0x1, 0x2  # cycles.h's CYCLES_VALID, CYCLES_EXACT
+MODULE_PATH = 3  # cycles.h's CYCLES_PATH_MODULE
 COUNTERS = ("cycles", "instructions")
 
 
@@ -98,12 +102,14 @@ class Window:
         self.instructions = _native.instructions
         self.result: WindowResult | None = None  # set by end()
         self._open = False
+        self._user_reads = (0, 0)
 
     def begin(self) -> Window:
         """Begin; CounterUnavailable (code window_not_begun) if no window can begin now."""
         if self._open:
             raise UsageError("Window.begin: this window is open; end() it first")
         self.result = None
+        self._user_reads = perf.user_reads_token()
         if not self._w.begin():
             info = self._w.info()
             why = reasons.WINDOW_NOT_BEGUN.format(scope=self.scope, path=info["path_name"],
@@ -124,7 +130,12 @@ class Window:
         info = self._w.info()
         path = str(info["path_name"])
         if flags & VALID:
-            self.result = WindowResult(True, bool(flags & EXACT), self.scope, path)
+            # The module path beside this thread's own perf user reads: not exact
+            # (cycles.h sees only its own events; see _measure.PERF_USER_READS_ADVISORY).
+            exact = bool(flags & EXACT) and not (
+                info.get("path") == MODULE_PATH
+                and perf.user_reads_between(self._user_reads, perf.user_reads_token()))
+            self.result = WindowResult(True, exact, self.scope, path)
         else:
             why = reasons.WINDOW_INVALID.format(scope=self.scope, path=path,
                                                 why=info["reason"] or "cycles.h said so")
