@@ -131,10 +131,14 @@
  * handler for these signals while a guarded read is in progress in another
  * thread replaces the guard (then a fault is the program's, as in 2011).
  * The guard runs on the program's alternate signal stack if it has one
- * (SA_ONSTACK). Single-threaded, each guarded read installs and removes
- * the handler (two sigaction calls); use a window to pay that once.
- * The perf path needs no guard: perf grants the access itself at the
- * owning thread's sched-in.
+ * (SA_ONSTACK). Single-threaded, each guarded module read installs and
+ * removes the handler (two sigaction calls); use a window to pay that once.
+ * The perf path is guarded too, from a thread's setup to its close: perf
+ * grants the access itself at the owning thread's sched-in, but root can
+ * take it back at any instruction (x86 rdpmc 0, arm64 perf_user_access 0
+ * clear it on every CPU at once). A read that faults there is taken again
+ * with read(2) (CYCLES_FAULTED set, the value exact); a window in which
+ * one faulted ends invalid.
  *
  * Legacy: a program that defines CYCLES_2011_READS (with CYCLES_SCOPE_CPU)
  * before including this header gets 2011's module-path reads: unguarded
@@ -1148,8 +1152,10 @@ struct cycles_thread {
 	struct perf_event_mmap_page *pc[CYCLES_NR_COUNTERS];
 	unsigned int epoch;		/* + 1 each time the events close */
 	int windows;			/* perf windows begun, not yet ended */
-	volatile sig_atomic_t guarding;	/* a guarded read is in progress */
+	int perf_guard;			/* the perf path's guard is on */
+	volatile sig_atomic_t guarding;	/* guards on (perf path, module read) */
 	volatile sig_atomic_t faulted;	/* it faulted (and was skipped) */
+	volatile unsigned int faults;	/* faults skipped, ever (perf path) */
 	volatile unsigned int fault_hw;	/* the counter whose read faulted */
 	char reason[512];
 };
@@ -1157,6 +1163,148 @@ struct cycles_thread {
 CYCLES_WEAK CYCLES_TLS struct cycles_thread cycles_tls;
 CYCLES_WEAK pthread_once_t cycles_once = PTHREAD_ONCE_INIT;
 CYCLES_WEAK pthread_key_t cycles_key;
+
+/*
+ * The guard: module-path reads can fault when another party closed user
+ * access. A fault raised by the kernel at this thread's counter read while
+ * it guards is skipped: the instruction yields 0 and t->faulted is set.
+ */
+CYCLES_WEAK pthread_mutex_t cycles_guard_lock = PTHREAD_MUTEX_INITIALIZER;
+CYCLES_WEAK int cycles_guard_users;
+CYCLES_WEAK struct sigaction cycles_guard_old;
+
+#if defined(__x86_64__)
+#define CYCLES_GUARD_SIGNAL	SIGSEGV		/* #GP: RDPMC with CR4.PCE off */
+
+/* RDPMC (0f 33) at the faulting RIP: skip it, as if it returned 0. */
+static inline int cycles_guard_skip(ucontext_t *uc, unsigned int *hw)
+{
+	greg_t *r = uc->uc_mcontext.gregs;
+	const unsigned char *ip = (const unsigned char *)r[REG_RIP];
+
+	if (ip[0] != 0x0f || ip[1] != 0x33)
+		return 0;
+	*hw = (unsigned int)r[REG_RCX];
+	r[REG_RAX] = 0;
+	r[REG_RDX] = 0;
+	r[REG_RIP] += 2;
+	return 1;
+}
+#else
+#define CYCLES_GUARD_SIGNAL	SIGILL		/* EL0 PMU access closed */
+
+/*
+ * MRS of PMCCNTR_EL0 (op0 3, op1 3, CRn 9, CRm 13, op2 0) or of
+ * PMEVCNTR<n>_EL0 (CRn 14, CRm 8..11) at the faulting PC: skip it.
+ */
+static inline int cycles_guard_skip(ucontext_t *uc, unsigned int *hw)
+{
+	const uint32_t insn = *(const uint32_t *)uc->uc_mcontext.pc;
+	unsigned int crn = (insn >> 12) & 0xf, crm = (insn >> 8) & 0xf;
+	unsigned int op2 = (insn >> 5) & 0x7, rt = insn & 0x1f;
+
+	if ((insn & 0xffff0000U) != 0xd53b0000U)
+		return 0;
+	if (crn == 9 && crm == 13 && op2 == 0)
+		*hw = CYCLES_CYCLE_COUNTER;
+	else if (crn == 14 && crm >= 8 && crm <= 11)
+		*hw = ((crm & 3) << 3) | op2;
+	else
+		return 0;
+	if (rt != 31)
+		uc->uc_mcontext.regs[rt] = 0;
+	uc->uc_mcontext.pc += 4;
+	return 1;
+}
+#endif
+
+/*
+ * One handler for the whole program, like the state it reads: a weak
+ * definition, so that every translation unit installs, compares and
+ * chains the same function. (A static copy per unit let one unit's
+ * handler become the saved "old" one of another's, or of itself: a fault
+ * of the program's then chained round forever.)
+ */
+CYCLES_WEAK __attribute__((noinline)) void
+cycles_guard_handler(int sig, siginfo_t *si, void *uc);
+
+CYCLES_WEAK __attribute__((noinline)) void
+cycles_guard_handler(int sig, siginfo_t *si, void *uc)
+{
+	struct cycles_thread *t = &cycles_tls;
+	const struct sigaction *old = &cycles_guard_old;
+	unsigned int hw;
+
+	/* si_code > 0: raised by the kernel for an instruction, not sent. */
+	if (t->guarding && si->si_code > 0 &&
+	    cycles_guard_skip((ucontext_t *)uc, &hw)) {
+		t->fault_hw = hw;
+		t->faulted = 1;
+		t->faults++;
+		return;
+	}
+	if ((old->sa_flags & SA_SIGINFO) &&
+	    old->sa_sigaction != cycles_guard_handler) {
+		old->sa_sigaction(sig, si, uc);
+	} else if (old->sa_handler != SIG_DFL && old->sa_handler != SIG_IGN) {
+		old->sa_handler(sig);
+	} else {
+		/* The default action (ignoring a fault is not possible). */
+		signal(sig, SIG_DFL);
+		if (si->si_code <= 0)
+			raise(sig);
+		/* a fault: returning re-executes it, now without a handler */
+	}
+}
+
+/* Start guarding this thread's reads (process-wide handler, counted). */
+static inline void cycles_guard_begin(struct cycles_thread *t)
+{
+	struct sigaction sa;
+
+	pthread_mutex_lock(&cycles_guard_lock);
+	if (cycles_guard_users++ == 0) {
+		struct sigaction prev;
+
+		memset(&sa, 0, sizeof(sa));
+		sa.sa_sigaction = cycles_guard_handler;
+		/* On the program's alternate stack if it has one. */
+		sa.sa_flags = SA_SIGINFO | SA_NODEFER | SA_ONSTACK;
+		sigemptyset(&sa.sa_mask);
+		/* Still ours (another copy of the header left it): keep the old. */
+		if (sigaction(CYCLES_GUARD_SIGNAL, &sa, &prev) == 0 &&
+		    !((prev.sa_flags & SA_SIGINFO) &&
+		      prev.sa_sigaction == cycles_guard_handler))
+			cycles_guard_old = prev;
+	}
+	pthread_mutex_unlock(&cycles_guard_lock);
+	if (t->guarding == 0)	/* else an outer guard's fault stays seen */
+		t->faulted = 0;
+	cycles_barrier();
+	t->guarding++;
+	cycles_barrier();
+}
+
+/* Stop guarding; 1 if a read faulted meanwhile. */
+static inline int cycles_guard_end(struct cycles_thread *t)
+{
+	cycles_barrier();
+	if (t->guarding > 0)
+		t->guarding--;
+	cycles_barrier();
+	pthread_mutex_lock(&cycles_guard_lock);
+	if (cycles_guard_users > 0 && --cycles_guard_users == 0) {
+		struct sigaction now;
+
+		/* A handler the program installed meanwhile stays. */
+		if (sigaction(CYCLES_GUARD_SIGNAL, NULL, &now) == 0 &&
+		    (now.sa_flags & SA_SIGINFO) &&
+		    now.sa_sigaction == cycles_guard_handler)
+			sigaction(CYCLES_GUARD_SIGNAL, &cycles_guard_old, NULL);
+	}
+	pthread_mutex_unlock(&cycles_guard_lock);
+	return t->faulted;
+}
 
 /* Close this thread's events: at thread exit, in a forked child, on re-setup. */
 static inline void cycles_thread_close(struct cycles_thread *t)
@@ -1170,6 +1318,10 @@ static inline void cycles_thread_close(struct cycles_thread *t)
 			close(t->fd[i]);
 		t->pc[i] = NULL;
 		t->fd[i] = -1;
+	}
+	if (t->perf_guard) {
+		t->perf_guard = 0;
+		cycles_guard_end(t);
 	}
 	/* Windows on these pages end invalid without touching them. */
 	t->epoch++;
@@ -1188,14 +1340,36 @@ static inline void cycles_thread_exit(void *p)
  */
 static inline void cycles_atfork_child(void)
 {
+	/* Taken in the parent around fork() (prepare): free again here. */
+	pthread_mutex_unlock(&cycles_module_lock);
+	pthread_mutex_unlock(&cycles_guard_lock);
+	/* The child's only thread: the guards counted are its own. */
+	cycles_guard_users = cycles_tls.guarding;
 	if (cycles_tls.ready)
 		cycles_thread_close(&cycles_tls);
+}
+
+/*
+ * Around fork(): no other thread may hold a lock the child would then find
+ * taken forever (the child's close of the events ends the perf guard).
+ */
+static inline void cycles_atfork_prepare(void)
+{
+	pthread_mutex_lock(&cycles_guard_lock);
+	pthread_mutex_lock(&cycles_module_lock);
+}
+
+static inline void cycles_atfork_parent(void)
+{
+	pthread_mutex_unlock(&cycles_module_lock);
+	pthread_mutex_unlock(&cycles_guard_lock);
 }
 
 static inline void cycles_init_once(void)
 {
 	pthread_key_create(&cycles_key, cycles_thread_exit);
-	pthread_atfork(NULL, NULL, cycles_atfork_child);
+	pthread_atfork(cycles_atfork_prepare, cycles_atfork_parent,
+		       cycles_atfork_child);
 }
 
 #if defined(__x86_64__)
@@ -1330,6 +1504,9 @@ static inline void cycles_thread_setup(struct cycles_thread *t)
 	if (t->scope == CYCLES_SCOPE_THREAD_ID &&
 	    cycles_perf_setup(t) == 0 && t->user_read) {
 		t->path = CYCLES_PATH_PERF_MMAP;
+		/* Root may turn user reads off at any instruction. */
+		cycles_guard_begin(t);
+		t->perf_guard = 1;
 	} else if (!cycles_module_reason()) {
 		/*
 		 * Our own events would only get in the way: on arm64 >= 5.17
@@ -1398,144 +1575,6 @@ static inline int cycles_set_scope(int scope)
 	return cycles_path();
 }
 
-/*
- * The guard: module-path reads can fault when another party closed user
- * access. A fault raised by the kernel at this thread's counter read while
- * it guards is skipped: the instruction yields 0 and t->faulted is set.
- */
-CYCLES_WEAK pthread_mutex_t cycles_guard_lock = PTHREAD_MUTEX_INITIALIZER;
-CYCLES_WEAK int cycles_guard_users;
-CYCLES_WEAK struct sigaction cycles_guard_old;
-
-#if defined(__x86_64__)
-#define CYCLES_GUARD_SIGNAL	SIGSEGV		/* #GP: RDPMC with CR4.PCE off */
-
-/* RDPMC (0f 33) at the faulting RIP: skip it, as if it returned 0. */
-static inline int cycles_guard_skip(ucontext_t *uc, unsigned int *hw)
-{
-	greg_t *r = uc->uc_mcontext.gregs;
-	const unsigned char *ip = (const unsigned char *)r[REG_RIP];
-
-	if (ip[0] != 0x0f || ip[1] != 0x33)
-		return 0;
-	*hw = (unsigned int)r[REG_RCX];
-	r[REG_RAX] = 0;
-	r[REG_RDX] = 0;
-	r[REG_RIP] += 2;
-	return 1;
-}
-#else
-#define CYCLES_GUARD_SIGNAL	SIGILL		/* EL0 PMU access closed */
-
-/*
- * MRS of PMCCNTR_EL0 (op0 3, op1 3, CRn 9, CRm 13, op2 0) or of
- * PMEVCNTR<n>_EL0 (CRn 14, CRm 8..11) at the faulting PC: skip it.
- */
-static inline int cycles_guard_skip(ucontext_t *uc, unsigned int *hw)
-{
-	const uint32_t insn = *(const uint32_t *)uc->uc_mcontext.pc;
-	unsigned int crn = (insn >> 12) & 0xf, crm = (insn >> 8) & 0xf;
-	unsigned int op2 = (insn >> 5) & 0x7, rt = insn & 0x1f;
-
-	if ((insn & 0xffff0000U) != 0xd53b0000U)
-		return 0;
-	if (crn == 9 && crm == 13 && op2 == 0)
-		*hw = CYCLES_CYCLE_COUNTER;
-	else if (crn == 14 && crm >= 8 && crm <= 11)
-		*hw = ((crm & 3) << 3) | op2;
-	else
-		return 0;
-	if (rt != 31)
-		uc->uc_mcontext.regs[rt] = 0;
-	uc->uc_mcontext.pc += 4;
-	return 1;
-}
-#endif
-
-/*
- * One handler for the whole program, like the state it reads: a weak
- * definition, so that every translation unit installs, compares and
- * chains the same function. (A static copy per unit let one unit's
- * handler become the saved "old" one of another's, or of itself: a fault
- * of the program's then chained round forever.)
- */
-CYCLES_WEAK __attribute__((noinline)) void
-cycles_guard_handler(int sig, siginfo_t *si, void *uc);
-
-CYCLES_WEAK __attribute__((noinline)) void
-cycles_guard_handler(int sig, siginfo_t *si, void *uc)
-{
-	struct cycles_thread *t = &cycles_tls;
-	const struct sigaction *old = &cycles_guard_old;
-	unsigned int hw;
-
-	/* si_code > 0: raised by the kernel for an instruction, not sent. */
-	if (t->guarding && si->si_code > 0 &&
-	    cycles_guard_skip((ucontext_t *)uc, &hw)) {
-		t->fault_hw = hw;
-		t->faulted = 1;
-		return;
-	}
-	if ((old->sa_flags & SA_SIGINFO) &&
-	    old->sa_sigaction != cycles_guard_handler) {
-		old->sa_sigaction(sig, si, uc);
-	} else if (old->sa_handler != SIG_DFL && old->sa_handler != SIG_IGN) {
-		old->sa_handler(sig);
-	} else {
-		/* The default action (ignoring a fault is not possible). */
-		signal(sig, SIG_DFL);
-		if (si->si_code <= 0)
-			raise(sig);
-		/* a fault: returning re-executes it, now without a handler */
-	}
-}
-
-/* Start guarding this thread's reads (process-wide handler, counted). */
-static inline void cycles_guard_begin(struct cycles_thread *t)
-{
-	struct sigaction sa;
-
-	pthread_mutex_lock(&cycles_guard_lock);
-	if (cycles_guard_users++ == 0) {
-		struct sigaction prev;
-
-		memset(&sa, 0, sizeof(sa));
-		sa.sa_sigaction = cycles_guard_handler;
-		/* On the program's alternate stack if it has one. */
-		sa.sa_flags = SA_SIGINFO | SA_NODEFER | SA_ONSTACK;
-		sigemptyset(&sa.sa_mask);
-		/* Still ours (another copy of the header left it): keep the old. */
-		if (sigaction(CYCLES_GUARD_SIGNAL, &sa, &prev) == 0 &&
-		    !((prev.sa_flags & SA_SIGINFO) &&
-		      prev.sa_sigaction == cycles_guard_handler))
-			cycles_guard_old = prev;
-	}
-	pthread_mutex_unlock(&cycles_guard_lock);
-	t->faulted = 0;
-	cycles_barrier();
-	t->guarding = 1;
-	cycles_barrier();
-}
-
-/* Stop guarding; 1 if a read faulted meanwhile. */
-static inline int cycles_guard_end(struct cycles_thread *t)
-{
-	cycles_barrier();
-	t->guarding = 0;
-	cycles_barrier();
-	pthread_mutex_lock(&cycles_guard_lock);
-	if (--cycles_guard_users == 0) {
-		struct sigaction now;
-
-		/* A handler the program installed meanwhile stays. */
-		if (sigaction(CYCLES_GUARD_SIGNAL, NULL, &now) == 0 &&
-		    (now.sa_flags & SA_SIGINFO) &&
-		    now.sa_sigaction == cycles_guard_handler)
-			sigaction(CYCLES_GUARD_SIGNAL, &cycles_guard_old, NULL);
-	}
-	pthread_mutex_unlock(&cycles_guard_lock);
-	return t->faulted;
-}
 
 /*
  * The module path.
@@ -1701,8 +1740,18 @@ static CYCLES_INLINE int cycles_read(int which, struct cycles_reading *r)
 	r->hw = CYCLES_HW_NONE;
 	if (__builtin_expect(t->path == CYCLES_PATH_PERF_MMAP && pc != NULL,
 			     1)) {
-		if (cycles_read_page(pc, cycles_hw_read_cb, NULL, r) == 0)
+		unsigned int faults = t->faults;
+
+		if (__builtin_expect(cycles_read_page(pc, cycles_hw_read_cb,
+						      NULL, r) == 0 &&
+				     t->faults == faults, 1))
 			return 0;
+		if (t->faults != faults) {	/* user reads were turned off */
+			int rc = cycles_perf_read(t, which, r);
+
+			r->flags |= CYCLES_FAULTED;
+			return rc;
+		}
 		return cycles_perf_read(t, which, r);	/* index 0, mux */
 	}
 	if (t->path == CYCLES_PATH_PERF_READ || t->path == CYCLES_PATH_PERF_MMAP)
@@ -1774,6 +1823,7 @@ struct cycles_window {
 	unsigned int seq[CYCLES_NR_COUNTERS];
 	const struct perf_event_mmap_page *pc[CYCLES_NR_COUNTERS];
 	unsigned int epoch;		/* perf path: the thread's events' */
+	unsigned int faults;		/* perf path: the thread's, at begin */
 };
 
 /* A counter's bit in the mask of cycles_window_begin_fixed(). */
@@ -1918,6 +1968,7 @@ static inline int cycles_window_begin_mask(struct cycles_window *w,
 			return -1;
 		/* The pages stay mapped until it ends (cycles_set_scope). */
 		w->epoch = t->epoch;
+		w->faults = t->faults;	/* a read in it that faults counts */
 		t->windows++;
 		return 0;
 	}
@@ -2050,6 +2101,8 @@ static inline unsigned int cycles_window_end(struct cycles_window *w)
 			return 0;
 		w->begun = 0;		/* a second end says 0 */
 		t->windows--;
+		if (t->faults != w->faults)	/* user reads were turned off */
+			return 0;
 		for (i = 0; i < CYCLES_NR_COUNTERS; i++) {
 			const volatile struct perf_event_mmap_page *pc = w->pc[i];
 

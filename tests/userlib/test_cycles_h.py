@@ -706,7 +706,9 @@ def test_scope_change_waits_for_an_open_perf_window(tmp_path, cc):
     """cycles_set_scope() while a perf-path window of the thread is open refuses (EBUSY)
     and changes nothing: re-choosing unmapped the page the window's end then read
     (SIGSEGV). A forked child's end of the parent's window says invalid (the child's
-    copy of the page is gone) instead of crashing; after the end the scope changes."""
+    copy of the page is gone) instead of crashing; after the end the scope changes.
+    With the perf path's guard on, a faulting read neither kills nor passes: the window
+    is invalid, a single read FAULTED; closing the state puts the handler back."""
     need_cc(cc)
     out = tmp_path / "window_scope"
     compile_c(cc, [CSRC / "window_scope.c"], out, ["-pthread"])
@@ -722,7 +724,12 @@ def test_scope_change_waits_for_an_open_perf_window(tmp_path, cc):
     got = {k: v for line in res.stdout.split() for k, v in [line.split("=", 1)]}
     assert got == {"begin": "0", "set_scope_open": "-1", "errno_busy": "1",
                    "path_kept": "1", "child_end": "0", "child_exit": "0",
-                   "end": "3", "second_end": "0", "set_scope_after": "1"}, res.stdout
+                   "end": "3", "second_end": "0", "set_scope_after": "1",
+                   # The perf path's guard: a read that faults (here always; on a
+                   # machine, once root turned user reads off) ends the window
+                   # invalid and makes a single read FAULTED; nobody is killed.
+                   "guarded_begin": "0", "guarded_read": "0", "guarded_end": "0",
+                   "single_read": "-1", "faulted": "1", "handler_back": "1"}, res.stdout
 
 
 # --- The fixed read on the module path: only where the module's cycles is on it ------

@@ -12,12 +12,14 @@
  * Window is its window API on the path of the scope asked for, and
  * PerfPage.read() is its mmap-page reader (cycles_page_read()) on a page the
  * Python library opened itself. Nothing is read where the module publishes
- * no counter of its own (no 2011 fallback to fixed counters). A module read
- * that faults is caught by cycles.h's guard (the instruction is skipped) and
- * raised as simple_pmu.errors.CounterFault, or makes the window invalid.
+ * no counter of its own (no 2011 fallback to fixed counters). A counter read
+ * that faults (the module path; the perf path once root turns user reads
+ * off) is caught by cycles.h's guard (the instruction is skipped) and
+ * raised as simple_pmu.errors.CounterFault, or makes the window invalid;
+ * PerfPage.read() runs under that guard too.
  *
- * guarded_tsc() and PerfPage.read() (the probe's trial reads) have a guard
- * of their own here: a fault inside them is raised as CounterFault instead
+ * guarded_tsc() has a guard of its own here (RDTSC is no counter read
+ * cycles.h skips): a fault inside it is raised as CounterFault instead
  * of killing the process. That handler acts only on a fault raised by the
  * kernel in the thread inside such a read; any other SIGILL/SIGSEGV goes to
  * the handler that was installed before (Python's faulthandler, or the
@@ -162,17 +164,16 @@ static PyObject *native_guard(PyObject *mod, PyObject *unused)
 	Py_RETURN_NONE;
 }
 
-/* Raise CounterFault(message) with .signal = "SIGILL" / "SIGSEGV". */
-static PyObject *guard_fault(const char *what, int sig)
+/* Raise CounterFault("reading WHAT ... raised SIG: WHY") with .signal set. */
+static PyObject *guard_fault_why(const char *what, int sig, const char *why)
 {
 	const char *name = sig == SIGILL ? "SIGILL" : "SIGSEGV";
 	PyObject *err, *signame;
 
 	err = PyObject_CallFunction(
 		CounterFault, "N", PyUnicode_FromFormat(
-		"reading %s on CPU %d raised %s: user access to the counters is "
-		"off there (module not loaded, or perf used the PMU on that CPU "
-		"less than 2 * recheck_ms ago)", what, sched_getcpu(), name));
+		"reading %s on CPU %d raised %s: %s", what, sched_getcpu(), name,
+		why));
 	if (!err)
 		return NULL;
 	signame = PyUnicode_FromString(name);
@@ -181,6 +182,14 @@ static PyObject *guard_fault(const char *what, int sig)
 	Py_XDECREF(signame);
 	Py_DECREF(err);
 	return NULL;
+}
+
+/* The module path's fault: user access is off on that CPU. */
+static PyObject *guard_fault(const char *what, int sig)
+{
+	return guard_fault_why(what, sig, "user access to the counters is off "
+			       "there (module not loaded, or perf used the PMU "
+			       "on that CPU less than 2 * recheck_ms ago)");
 }
 
 /* v = expr, unless it faults: then return the CounterFault exception. */
@@ -568,12 +577,27 @@ static int perfpage_count(const volatile struct perf_event_mmap_page *pc,
 static PyObject *perfpage_read(PerfPage *self, PyObject *unused)
 {
 	unsigned long long count;
+	unsigned int faults;
 	int ok;
 
 	if (!perfpage_usable(self))
 		return NULL;
-	GUARDED_READ(ok, perfpage_count(self->page, &count),
-		     "the perf event's counter");
+	/*
+	 * cycles.h's guard, not GUARDED_READ: while a thread of this process
+	 * is on cycles.h's perf path its guard stays installed, and it is the
+	 * handler a fault of this read reaches.
+	 */
+	faults = cycles_tls.faults;
+	cycles_guard_begin(&cycles_tls);
+	ok = perfpage_count(self->page, &count);
+	cycles_guard_end(&cycles_tls);
+	if (cycles_tls.faults != faults)
+		return guard_fault_why("the perf event's counter",
+				       CYCLES_GUARD_SIGNAL, "perf's user reads "
+				       "were turned off meanwhile (sysctl "
+				       "kernel.perf_user_access 0 on arm64, "
+				       "/sys/bus/event_source/devices/cpu/rdpmc "
+				       "0 on x86): read(2) still counts");
 	if (!ok) {
 		PyErr_SetString(CounterUnavailable,
 				"perf event not readable from user space now "

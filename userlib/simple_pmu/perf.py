@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING
 
 from simple_pmu import reasons
 from simple_pmu._extension import native, native_error
-from simple_pmu.errors import CounterUnavailable, PerfError
+from simple_pmu.errors import CounterFault, CounterUnavailable, PerfError
 from simple_pmu.sysinfo import PARANOID, read_int
 
 if TYPE_CHECKING:
@@ -218,8 +218,9 @@ class SelfMonitor:
 
     When the page says the counter cannot be read in user space now (cap_user_rdpmc 0:
     root turned user reads off; index 0: the event is not on a counter, e.g. multiplexed
-    out), read() takes the count from read(2) instead (`fallback`): the same count of
-    the same event, so a block may start on one path and end on the other."""
+    out), or the read faulted (root turned user reads off during it), read() takes the
+    count from read(2) instead (`fallback`): the same count of the same event, so a
+    block may start on one path and end on the other."""
 
     event: str
     fd: int
@@ -253,7 +254,7 @@ class SelfMonitor:
     def read(self) -> int:
         try:
             return self.page.read()
-        except CounterUnavailable:
+        except (CounterUnavailable, CounterFault):  # not now, or turned off meanwhile
             if self.fallback is None:
                 raise
             return self.fallback()

@@ -84,3 +84,17 @@ if command -v tcyc >/dev/null; then
 else
 	echo "tcyc not built (shared/reference/seeds missing)"
 fi
+
+# Root turns user reads off and on while a reader runs (one CPU: the reader is
+# scheduled out for each write, and perf applies the sysctl at its next sched-in): it is
+# never killed; its reads that fault are FAULTED and taken again with read(2), windows
+# across the change are invalid, and no valid window counts anything but the exact count.
+selfmon revoke 1000 4 > /tmp/revoke.out 2>&1 &
+rpid=$!
+sleep 1; echo 0 > $PUA; sleep 1; echo 1 > $PUA; sleep 1; echo 0 > $PUA; echo 1 > $PUA
+rc=0; wait $rpid || rc=$?
+out=$(cat /tmp/revoke.out)
+[ "$rc" = 0 ] || fail "revoke: the reader ended with status $rc (SIGILL is 132): $out"
+has "$out" "^valid=[1-9][0-9]* invalid=[1-9][0-9]* faulted=[1-9][0-9]* exact=[0-9]* wrong=0$" ||
+	fail "revoke: $out (want valid and invalid windows, faulted reads, wrong=0)"
+echo "perf_user_access 0 and 1 under a running reader: $out"

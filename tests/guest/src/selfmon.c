@@ -19,6 +19,11 @@
  *                         "child=C path=P"
  *   selfmon plain N       the 2011 names: insn_retired() around
  *                         spmu_spin(N), no window: one count
+ *   selfmon revoke N S    windows around spmu_spin(N) and single reads for
+ *                         S seconds, while root turns perf_user_access off
+ *                         and on: "valid=V invalid=I faulted=F exact=E
+ *                         wrong=W" (W: valid windows whose count is not the
+ *                         smallest seen, which must be 0); alive is the check
  *
  * Exit 1 with a FAIL line when a reading is not on the perf user-read path.
  */
@@ -27,6 +32,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "cycles.h"
 #include "arm64_loop.h"
@@ -150,6 +157,44 @@ int main(int argc, char **argv)
 			return 1;
 		}
 		printf("t1=%llu t2=%llu\n", j1.best, j2.best);
+		return 0;
+	}
+	if (!strcmp(argv[1], "revoke") && argc == 4) {
+		unsigned long valid = 0, invalid = 0, faulted = 0, exact = 0;
+		unsigned long wrong = 0, k;
+		counter_t best = 0, c[4096];
+		struct cycles_reading r;
+		struct cycles_window w;
+		time_t end = time(NULL) + atoi(argv[3]);
+
+		for (k = 0; time(NULL) < end; k++) {
+			if (cycles_window_begin(&w) == 0) {
+				a = cycles_window_read(&w, CYCLES_INSN);
+				spmu_spin(n);
+				b = cycles_window_read(&w, CYCLES_INSN);
+				if (cycles_window_end(&w) & CYCLES_VALID) {
+					c[valid % 4096] = b - a;
+					if (!best || b - a < best)
+						best = b - a;
+					valid++;
+				} else {
+					invalid++;
+				}
+			} else {
+				invalid++;
+			}
+			if (cycles_read(CYCLES_INSN, &r) == 0 &&
+			    (r.flags & CYCLES_EXACT))
+				exact++;
+			if (r.flags & CYCLES_FAULTED)
+				faulted++;
+			if (k % 64 == 0)
+				usleep(1000);	/* let root's writes in */
+		}
+		for (k = 0; k < valid && k < 4096; k++)
+			wrong += c[k] != best;
+		printf("valid=%lu invalid=%lu faulted=%lu exact=%lu wrong=%lu\n",
+		       valid, invalid, faulted, exact, wrong);
 		return 0;
 	}
 	if (!strcmp(argv[1], "fork")) {

@@ -3,11 +3,16 @@
  * A perf-path window against cycles_set_scope() and fork(), on a fake perf
  * page (this host has no PMU to give a real one): the thread's state is
  * set by hand to the perf path with that page, mapped as perf would map
- * it, so that closing the state really unmaps it. Prints one key=value
- * per check; main's exit status is 0 unless the program crashed.
+ * it, so that closing the state really unmaps it. Then the same path with
+ * its guard on, as cycles_thread_setup() leaves it: the page says counter
+ * 0 is readable, but the read faults here (no user RDPMC on this host, no
+ * EL0 PMU access under qemu-user), as it does on a machine where root has
+ * just turned user reads off. Prints one key=value per check; main's exit
+ * status is 0 unless the program crashed.
  */
 #define _GNU_SOURCE 1
 #include <errno.h>
+#include <signal.h>
 #include <stdio.h>
 #include <sys/mman.h>
 #include <sys/wait.h>
@@ -69,5 +74,29 @@ int main(void)
 	printf("second_end=%u\n", cycles_window_end(&w));
 	rc = cycles_set_scope(CYCLES_SCOPE_CPU_ID);
 	printf("set_scope_after=%d\n", rc >= 0);
+	fflush(stdout);
+
+	fake_perf_path();
+	cycles_guard_begin(&cycles_tls);	/* as the setup does */
+	cycles_tls.perf_guard = 1;
+	printf("guarded_begin=%d\n", cycles_window_begin(&w));
+	printf("guarded_read=%llu\n",
+	       (unsigned long long)cycles_window_read(&w, CYCLES_CORE));
+	printf("guarded_end=%u\n", cycles_window_end(&w));
+	{
+		struct cycles_reading r;
+
+		rc = cycles_read(CYCLES_CORE, &r);
+		printf("single_read=%d faulted=%d\n", rc,
+		       !!(r.flags & CYCLES_FAULTED));
+	}
+	cycles_set_scope(CYCLES_SCOPE_CPU_ID);	/* closes: the guard goes */
+	{
+		struct sigaction now;
+
+		sigaction(CYCLES_GUARD_SIGNAL, NULL, &now);
+		printf("handler_back=%d\n", !(now.sa_flags & SA_SIGINFO) &&
+		       now.sa_handler == SIG_DFL);
+	}
 	return 0;
 }
