@@ -244,7 +244,6 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/syscall.h>
-#include <sys/utsname.h>
 #include <ucontext.h>
 #include <unistd.h>
 #include <linux/perf_event.h>
@@ -273,6 +272,14 @@ typedef unsigned long long counter_t;
 #define CYCLES_MAX_EVENT_COUNTER	30
 /* Index 31 in cycle_index / event_index: PMCCNTR_EL0, always 64 bits. */
 #define CYCLES_CYCLE_COUNTER		31
+
+#if defined(__aarch64__) && !defined(CYCLES_PERF_USER_ACCESS)
+/*
+ * arm_pmuv3's sysctl: it exists where perf revokes EL0 access when it moves
+ * a counter (Linux 5.17 on, and any kernel the feature was backported to).
+ */
+#define CYCLES_PERF_USER_ACCESS	"/proc/sys/kernel/perf_user_access"
+#endif
 
 #if defined(__x86_64__)
 /* Where the cpu PMU's rdpmc attribute is (cpu, or cpu_core/cpu_atom). */
@@ -1595,18 +1602,14 @@ static inline int cycles_module_index(int which)
 
 /*
  * Module readings are exact only where a move of the driver's counter
- * revokes user access (arm64 >= 5.17, so the read faults instead); on x86
- * and older arm64 kernels a move is seen at the driver's next check only.
+ * revokes user access (arm64 with perf_user_access, 5.17 on: the read
+ * faults instead); on x86 and older arm64 kernels a move is seen at the
+ * driver's next check only. The same test as simple_pmu's.
  */
 static inline int cycles_module_exact(void)
 {
 #if defined(__aarch64__)
-	struct utsname u;
-	int major = 0, minor = 0;
-
-	if (uname(&u) < 0 || sscanf(u.release, "%d.%d", &major, &minor) != 2)
-		return 0;
-	return major > 5 || (major == 5 && minor >= 17);
+	return access(CYCLES_PERF_USER_ACCESS, F_OK) == 0;
 #else
 	return 0;
 #endif

@@ -215,9 +215,12 @@ def lookup(request, tmp_path):
     fake = FakeDriver(tmp_path / "sys", max(CPUS) + 1, events=INSN_EVENT[cc == CROSS_CC])
     exe = tmp_path / "lookup_check"
     (tmp_path / "event_source").mkdir()
+    # arm64's perf_user_access sysctl, as on Linux >= 5.17 (a test may remove it).
+    (tmp_path / "perf_user_access").write_text("0\n")
     compile_c(cc, [CSRC / "lookup_check.c"], exe,
               [f'-DCYCLES_SYSFS_DIR="{fake.dir}"',
-               f'-DCYCLES_EVENT_SOURCE_DIR="{tmp_path / "event_source"}"'])
+               f'-DCYCLES_EVENT_SOURCE_DIR="{tmp_path / "event_source"}"',
+               f'-DCYCLES_PERF_USER_ACCESS="{tmp_path / "perf_user_access"}"'])
     argv = [str(exe)]
     if cc == CROSS_CC:
         qemu = shutil.which("qemu-aarch64")
@@ -628,10 +631,9 @@ def test_guard_window_fault_is_invalid_not_fatal(lookup):
 # --- Module-path exactness: only what was checked is claimed ------------------------
 
 def module_exact_here(arm64: bool) -> bool:
-    """cycles_module_exact() as the program sees it: arm64 on Linux >= 5.17 (qemu-user
-    reports this host's release)."""
-    major, minor = (int(x) for x in os.uname().release.split(".")[:2])
-    return arm64 and (major, minor) >= (5, 17)
+    """cycles_module_exact() as the lookup fixture's program sees it: arm64, where its
+    perf_user_access sysctl (a file of the fixture) exists."""
+    return arm64
 
 
 def test_module_window_edges(lookup):
@@ -652,6 +654,18 @@ def test_module_window_edges(lookup):
     assert got["begin"] == 0, got
     assert got["end"] in (0, 1), got  # valid, or moved meanwhile: never exact
     assert got["gen"] == fake.generation(got["cpu"])
+
+
+def test_module_exact_only_where_perf_user_access_exists(lookup, tmp_path):
+    """cycles.h calls module windows exact where arm64 has the perf_user_access sysctl
+    (perf revokes EL0 access when it moves a counter), as simple_pmu does; not by kernel
+    version. Without it (5.10, or a kernel without the feature) a pinned window is
+    valid, not exact."""
+    start, fake, arm64 = lookup
+    (tmp_path / "perf_user_access").unlink()
+    run = start()
+    assert run.ask(f"pin {CPUS[0]}") == "ok"
+    assert run.pairs("emptywin")["end"] == 1  # CYCLES_VALID alone, on both
 
 
 def test_module_single_read_never_exact(lookup):
