@@ -86,3 +86,20 @@ def test_driver_samples(driver_measure, fake_reads, simple_pmu, monkeypatch):  #
         was, now = str(moved.reason).split(" -> ", 1)
         assert was.endswith(f"generation {before}") and now.startswith("cpu ")
         assert f"generation {after}" in now
+
+
+def test_a_multiplexed_delta_is_not_exact(stand_in, simple_pmu):  # noqa: F811
+    """Samples whose group ran only part of the time between them (multiplexed): the
+    counts are kept, unscaled, with the ratio, and the delta is not exact."""
+    with simple_pmu.Counters() as counters:
+        a = counters.read()
+    base = dict(a.__dict__)
+    later = simple_pmu.Sample(**{**base, "time_enabled_ns": a.time_enabled_ns + 3000,
+                                 "time_running_ns": a.time_running_ns + 1000,
+                                 "cycles": a.cycles + 30, "instructions": a.instructions + 30})
+    d = later - a
+    assert d.ok and (d.cycles, d.instructions) == (30, 30)
+    assert d.running_ratio == 1 / 3 and d.exact is False
+    whole = simple_pmu.Sample(**{**base, "time_enabled_ns": a.time_enabled_ns + 3000,
+                                 "time_running_ns": a.time_running_ns + 3000})
+    assert (whole - a).exact is True

@@ -96,6 +96,7 @@ def test_measure_reports_what_it_counts(perf_read_report, simple_pmu):
     assert (m.scope, m.rings) == ("thread", ("user",))
     assert m.time_enabled_ns and m.time_enabled_ns == m.time_running_ns
     assert m.running_ratio == 1.0 and m.notes == () and m.reason is None and m.ok
+    assert m.exact is True
     data = m.to_dict()
     assert data["rings"] == ["user"] and data["running_ratio"] == 1.0
 
@@ -108,6 +109,7 @@ def test_multiplexed_and_never_scheduled(perf_read_report, simple_pmu, monkeypat
     with simple_pmu.measure("perf-read") as m:
         pass
     assert (m.cycles, m.instructions) == (30, 30)
+    assert m.exact is False  # a third of the block's count: not exact
     assert (m.time_enabled_ns, m.time_running_ns, m.running_ratio) == (3000, 1000, 1 / 3)
     assert [n.code for n in m.notes] == ["perf_multiplexed"]
     assert m.notes[0].startswith("the perf events ran 33.3% of the time they were enabled")

@@ -32,7 +32,8 @@ What the counts cover is in the result: m.scope "cpu" (the driver: everything th
 on that CPU, every task) or "thread" (perf: this thread only), m.rings ("user",
 "kernel"; None where the driver does not say), and for perf m.running_ratio, the
 group's time_running / time_enabled over the block: below 1.0 the PMU was shared
-(multiplexed) and the counts, given unscaled, cover only that part (m.notes says so);
+(multiplexed) and the counts, given unscaled, cover only that part (m.notes says so,
+and m.exact is False);
 0 time running: counts None and m.reason says why.
 With the driver, a read that faults (arm64: perf used the PMU on this CPU less than
 2 * recheck_ms ago) raises no signal: the extension turns it into CounterFault. At the
@@ -617,6 +618,8 @@ class measure:  # noqa: N801 - used as a function: with measure() as m
             result.reason = reasons.PERF_NOT_SCHEDULED.format(enabled=enabled)
             return False
         if running < enabled:
+            # The counts cover only the time on the PMU: not this block's exact count.
+            result.exact = False
             result.notes += (reasons.PERF_MULTIPLEXED.format(
                 percent=100 * running / enabled, running=running, enabled=enabled),)
         return True

@@ -90,6 +90,8 @@ class Sample:
             return wrap_delta(a, b, self.width(name))
 
         exact = self.exact
+        if ratio is not None and ratio < 1.0:
+            exact = False  # multiplexed: the counts cover only the time on the PMU
         if self.backend == "driver" and exact and perf.user_reads_between(
                 earlier.user_reads, self.user_reads):
             exact = False  # see PERF_USER_READS_ADVISORY
