@@ -1466,7 +1466,14 @@ static inline int cycles_perf_setup(struct cycles_thread *t)
 	int i, fd;
 
 	for (i = 0; i < CYCLES_PERF_COUNTERS; i++) {
-		fd = cycles_perf_open(cycles_perf_config[i], i ? t->fd[0] : -1);
+		/*
+		 * cycles leads instructions (on the PMU together or not at
+		 * all); reference cycles goes alone: it needs one particular
+		 * counter on x86, and a group is only as placeable as its
+		 * hardest member.
+		 */
+		fd = cycles_perf_open(cycles_perf_config[i],
+				      i && i != CYCLES_REF ? t->fd[0] : -1);
 		if (fd < 0) {
 			if (i == 0) {
 				t->perf_errno = errno;
@@ -1689,6 +1696,11 @@ static inline int cycles_perf_read(struct cycles_thread *t, int which,
 	r->value = v[0];
 	r->time_enabled = v[1];
 	r->time_running = v[2];
+	if (v[2] == 0 && v[1] != 0) {	/* never on the PMU: no count at all */
+		r->value = 0;
+		r->flags = CYCLES_MULTIPLEXED;
+		return -1;
+	}
 	r->flags = CYCLES_VALID | (v[1] == v[2] ? CYCLES_EXACT :
 				   CYCLES_MULTIPLEXED);
 	return 0;

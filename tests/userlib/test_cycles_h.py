@@ -746,6 +746,18 @@ def test_scope_change_waits_for_an_open_perf_window(tmp_path, cc):
                    "single_read": "-1", "faulted": "1", "handler_back": "1"}, res.stdout
 
 
+def test_read2_reading_of_an_event_that_never_ran_is_no_reading(tmp_path):
+    """cycles_perf_read() (the read(2) path): time running equal to time enabled is
+    exact; below it, valid and CYCLES_MULTIPLEXED; 0 of a nonzero time enabled (the
+    event never got on the PMU) is no reading at all, not a valid 0."""
+    out = tmp_path / "perf_read_check"
+    compile_c(NATIVE_CC, [CSRC / "perf_read_check.c"], out, ["-pthread"])
+    res = subprocess.run([str(out)], capture_output=True, text=True, timeout=30)
+    assert res.returncode == 0, res.stderr
+    # rc, flags (VALID 1, EXACT 2, MULTIPLEXED 4), value
+    assert res.stdout.splitlines() == ["0 3 5", "0 5 5", "-1 4 0", "0 3 0"]
+
+
 # --- The fixed read on the module path: only where the module's cycles is on it ------
 
 def test_module_fixed_window(lookup):
