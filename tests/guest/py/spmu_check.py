@@ -8,6 +8,7 @@ import json
 import os
 import subprocess
 import sys
+import threading
 import time
 
 import simple_pmu
@@ -304,6 +305,95 @@ def unload_alive() -> None:
     print(f"measure() now uses {m2.backend}; pid {os.getpid()} alive")
 
 
+SELF_BAND = 64  # measure()'s Python overhead varies by a few dozen between runs (exact())
+
+
+def self_runs(n: int, runs: int = RUNS) -> list[int]:
+    """instructions - 2n of `with measure()` (the default: this thread) around
+    known_loop(n), after WARMUP runs; fails on a result that is not ok and exact."""
+    out = []
+    for _ in range(WARMUP + runs):
+        with simple_pmu.measure() as m:
+            simple_pmu.known_loop(n)
+        if not m.ok or not m.exact or m.scope != "thread":
+            fail(f"measure() of known_loop({n}): {m}")
+        out.append(m.instructions - simple_pmu.KNOWN_LOOP_INSNS_PER_ITER * n)
+        del m
+    return out[WARMUP:]
+
+
+def in_band(what: str, extra: list[int], low: int, high: int) -> None:
+    if min(extra) < low or max(extra) > high:
+        fail(f"{what}: instructions - 2n = {extra}, want {low}..{high}")
+
+
+def selfmon() -> None:
+    """Without the module (after 40-unload), one CPU online: measure()'s default counts
+    this thread with perf (sys.argv[2]: the backend this kernel must give: perf-rdpmc
+    with perf_user_access 1, perf-read on 5.10), exactly: known_loop(n) is 2n plus an
+    overhead within SELF_BAND on every run and for both sizes; each of two threads
+    measuring different loops at once gets its own count; a forked child its own."""
+    want = sys.argv[2]
+    gc.disable()
+    with simple_pmu.measure() as m:
+        pass
+    if m.backend != want:
+        fail(f"measure() uses {m.backend} ({m.reason}), want {want}")
+    runs = {n: self_runs(n) for n in SIZES}
+    extra = [v for vs in runs.values() for v in vs]
+    low = min(extra)
+    in_band(f"this thread ({want})", extra, low, low + SELF_BAND)
+    print(f"{want}: known_loop(n) = 2n + {low}..{max(extra)} for n in {SIZES}")
+    # Two threads at once (one CPU: they interleave), each its own loop length: a count
+    # that included the other's loop would be 2 * (100000 - 1000) off.
+    found: dict[int, list[int]] = {}
+
+    def worker(n: int) -> None:
+        found[n] = self_runs(n, 5)
+
+    ts = [threading.Thread(target=worker, args=(n,)) for n in SIZES]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join()
+    for n in SIZES:
+        if n not in found:
+            fail(f"thread measuring known_loop({n}) failed (above)")
+        in_band(f"thread of known_loop({n})", found[n], low, low + 2 * SELF_BAND)
+    print(f"two threads at once: {found}")
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        os.close(r)
+        try:
+            child = self_runs(SIZES[0], 3)
+            os.write(w, json.dumps(child).encode())
+        finally:
+            os._exit(0)
+    os.close(w)
+    data = os.read(r, 4096)
+    os.waitpid(pid, 0)
+    if not data:
+        fail("forked child measured nothing (above)")
+    child = json.loads(data)
+    in_band("forked child", child, low, low + 2 * SELF_BAND)
+    print(f"forked child: {child}")
+
+
+def selfmon_refused() -> None:
+    """Unprivileged under perf_event_paranoid 3 without the module: no counter, and the
+    reason names the sysctl and the module (what would fix it)."""
+    with simple_pmu.measure() as m:
+        simple_pmu.known_loop(1000)
+    print(f"uid {os.getuid()}: backend={m.backend} ok={m.ok} reason={m.reason}")
+    if m.ok or m.cycles is not None:
+        fail("counted under paranoid 3 without the module")
+    text = str(m.reason)
+    for word in ("kernel.perf_event_paranoid", "modprobe simple-pmu"):
+        if word not in text:
+            fail(f"the reason does not name {word}")
+
+
 def status_json() -> None:
     out = subprocess.run(["simple-pmu", "status", "--json"], capture_output=True, text=True)
     data = json.loads(out.stdout)
@@ -318,4 +408,5 @@ def status_json() -> None:
 
 if __name__ == "__main__":
     {"absent": absent, "present": present, "exact": exact, "unload-alive": unload_alive,
-     "status-json": status_json, "window": window}[sys.argv[1]]()
+     "status-json": status_json, "window": window, "selfmon": selfmon,
+     "selfmon-refused": selfmon_refused}[sys.argv[1]]()
