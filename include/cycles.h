@@ -842,6 +842,23 @@ static inline void cycles_cpuid(unsigned int leaf, unsigned int subleaf,
 }
 
 /*
+ * The bits an RDPMC of @hw returns that count (CPUID 0xA: EDX[12:5] for the
+ * fixed counters, EAX[23:16] for the general ones); 48 where CPUID says
+ * nothing usable, the width of every Intel counter perf drives today.
+ */
+static inline unsigned int cycles_x86_counter_width(unsigned int hw)
+{
+	unsigned int regs[4], w;
+
+	cycles_cpuid(0, 0, regs);
+	if (regs[0] < CYCLES_CPUID_PERFMON)
+		return 48;
+	cycles_cpuid(CYCLES_CPUID_PERFMON, 0, regs);
+	w = hw & CYCLES_RDPMC_FIXED ? (regs[3] >> 5) & 0xff : (regs[0] >> 16) & 0xff;
+	return w >= 1 && w <= 64 ? w : 48;
+}
+
+/*
  * LFENCE waits until every earlier instruction has completed locally and
  * keeps later ones from starting, so RDPMC/RDTSC cannot move across it.
  */
@@ -1655,6 +1672,7 @@ static inline int cycles_module_read_2011(int which, struct cycles_reading *r)
 static inline int cycles_module_read(struct cycles_thread *t, int which,
 				     struct cycles_reading *r)
 {
+	int cpu = sched_getcpu();	/* before the index: a move is seen */
 	int idx = cycles_module_index(which);
 
 #ifdef CYCLES_2011_READS
@@ -1663,7 +1681,7 @@ static inline int cycles_module_read(struct cycles_thread *t, int which,
 	return cycles_module_read_2011(which, r);
 #endif
 	r->path = CYCLES_PATH_MODULE;
-	r->cpu = sched_getcpu();
+	r->cpu = cpu;
 	if (idx < 0)
 		return -1;	/* nothing of ours to read: nothing is read */
 	r->hw = (unsigned int)idx;
@@ -1673,6 +1691,11 @@ static inline int cycles_module_read(struct cycles_thread *t, int which,
 		r->value = 0;
 		r->hw = t->fault_hw;
 		r->flags = CYCLES_FAULTED;
+		return -1;
+	}
+	/* Moved between the index lookup and the read: another CPU's. */
+	if (sched_getcpu() != r->cpu) {
+		r->value = 0;
 		return -1;
 	}
 	/*
@@ -2025,6 +2048,10 @@ static inline int cycles_window_begin_mask(struct cycles_window *w,
 
 		w->width[CYCLES_INSN] = ew > 0 && ew <= 64 ? (unsigned int)ew : 32;
 	}
+#else
+	for (i = 0; i < CYCLES_NR_COUNTERS; i++)
+		if (w->hw[i] != CYCLES_HW_NONE)
+			w->width[i] = cycles_x86_counter_width(w->hw[i]);
 #endif
 	w->on_fixed = cycles_window_on_fixed(w);
 	if (!w->generation || w->hw[CYCLES_CORE] == CYCLES_HW_NONE ||
@@ -2173,6 +2200,7 @@ static inline int cycles_rdpmc_allowed(void)
 	}
 	return 1;
 }
+
 
 /* The architectural perfmon version: sysfs pmu_version, else CPUID 0xA. */
 static inline int cycles_perfmon_version(void)

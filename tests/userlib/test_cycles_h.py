@@ -668,6 +668,21 @@ def test_module_exact_only_where_perf_user_access_exists(lookup, tmp_path):
     assert run.pairs("emptywin")["end"] == 1  # CYCLES_VALID alone, on both
 
 
+def test_module_window_widths(lookup):
+    """A module window takes deltas modulo each counter's real width: arm64 PMCCNTR 64,
+    an event counter the driver's event_width; x86 CPUID leaf 0xA's fixed or general
+    width (48 where CPUID says nothing usable), never 64 (a wrapped 48-bit counter's
+    delta would be off by 2^48)."""
+    start, fake, arm64 = lookup
+    run = start()
+    assert run.ask(f"pin {CPUS[0]}") == "ok"
+    got = run.pairs("widths")
+    if arm64:
+        assert got == {"cycles": 64, "insn": 32}, got  # FakeDriver: event_width 32
+    else:
+        assert got["cycles"] == got["insn"] and 1 <= got["cycles"] <= 48, got
+
+
 def test_module_single_read_never_exact(lookup):
     """A single module-path reading is not checked against the generation (the cached
     index may be stale): valid at best, never CYCLES_EXACT."""

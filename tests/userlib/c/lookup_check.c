@@ -23,6 +23,8 @@
  *              after its end       -> begin=B kept=K
  *   emptywin   a module-path window with no read in it (so nothing
  *              faults)         -> begin=B end=E cpu=C gen=G
+ *   widths     the counter widths such a window takes its deltas modulo
+ *                              -> cycles=W insn=W
  *   fbegin     cycles_window_begin_fixed() for cycles (the window stays
  *              open)           -> begin=B on_fixed=M
  *   fread      cycles_window_read_fixed() of cycles in it (only after a
@@ -154,6 +156,15 @@ static void empty_window(void)
 	       w.generation);
 }
 
+static void window_widths(void)
+{
+	struct cycles_window w;
+
+	cycles_window_begin(&w);
+	cycles_window_end(&w);
+	printf("cycles=%u insn=%u\n", w.width[CYCLES_CORE], w.width[CYCLES_INSN]);
+}
+
 /* A fixed-read window of cycles, open across commands. */
 static struct cycles_window fixed_win;
 
@@ -198,6 +209,8 @@ int main(void)
 			printf("end=%u\n", cycles_window_end(&fixed_win));
 		} else if (!strcmp(line, "emptywin\n")) {
 			empty_window();
+		} else if (!strcmp(line, "widths\n")) {
+			window_widths();
 		} else if (!strcmp(line, "avail\n")) {
 			printf("%d\n", perfmon_available());
 		} else if (!strcmp(line, "why\n")) {
