@@ -9,7 +9,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import build, guest, kernels, qemu, signing
+from . import build, cache, guest, kernels, qemu, signing
 from .apt import PrivateApt
 from .errors import PipelineError
 from .matrix import DEFAULT_SUITE, Suite
@@ -46,7 +46,8 @@ def prepare(apt: PrivateApt, suite: Suite, arch: str) -> tuple[kernels.FetchedKe
     build directory (build.authoritative_w1); an incremental make here would see only
     what it recompiles. Built with the same flags (W=1, same directory) as that build, so
     after pytest this make compiles nothing."""
-    with _fetch_lock:
+    # Across processes too: test-package boots the same kernels beside test-qemu.
+    with _fetch_lock, cache.locked(f"prepare-{suite.name}-{arch}"):
         fk = kernels.fetch(apt, suite, arch)
         result = build.build(fk.kdir, w1=True, apt_factory=lambda: apt)
         for w in result.warnings:

@@ -87,7 +87,9 @@ echo "PASS: refusal: apt-get install exits $rc:$(echo "$why" | tr -s ' ')"
 def refused(suite: str, arch: str) -> bool:
     """apt on an unsupported suite refuses the package (its versioned Depends), changing
     nothing."""
-    debs = package.build("bookworm", REPO / "build" / "debs" / "bookworm").out
+    # A directory of its own: package.build empties its output directory first, and
+    # the other units' bookworm builds may be running.
+    debs = package.build("bookworm", REPO / "build" / "debs" / f"bookworm-for-{suite}").out
     base = chroot.ensure_set(suite, BASE_PKGS, BASE_MARKER, arch)
     with step(f"apt install simple-pmu-dkms in Debian {suite} {arch} (unsupported)"):
         rc, log = package.run_in_overlay(
@@ -160,11 +162,14 @@ def test(suite: str = "bookworm", arch: str = "amd64") -> bool:
     upstream = package.upstream_version(current)
     nxt = f"{upstream}+pkgtest1-1"
     built = REPO / "build" / "debs"
-    first = package.build(suite, built / suite)
+    # Per suite and arch: the units run two at a time, and package.build empties its
+    # output directory first (bookworm amd64 and arm64 each build bookworm's).
+    first = package.build(suite, built / f"{suite}-{arch}")
     debs = first.out
     lint = ("PASS: lintian: no errors or warnings on the source package and every .deb"
             if first.lintian_ok else "FAIL: lintian: errors or warnings (above)")
-    next_debs = package.build(suite, built / f"{suite}-next", version=nxt, run_lintian=False).out \
+    next_debs = package.build(suite, built / f"{suite}-{arch}-next", version=nxt,
+                              run_lintian=False).out \
         if full else None
     split = [split_build(suite, kind, first) for kind in ("indep", "arch")] \
         if full and suite in SPLIT_SUITES else []
@@ -200,11 +205,11 @@ def test(suite: str = "bookworm", arch: str = "amd64") -> bool:
                                  if line.startswith(("PASS: ", "FAIL: ", "SKIP: "))]
     if rc == 0:
         results += missing_stages(results, expected_stages(suite, full))
+    elif not any(r.startswith("FAIL") for r in results):
+        results.append(f"FAIL: the stages stopped with exit status {rc} (output above)")
     if full and suite in OMIT:
         results.append(f"NOTE: not run on {suite} (trixie and sid run them): "
                        f"{', '.join(OMIT[suite])}")
-    elif not any(r.startswith("FAIL") for r in results):
-        results.append(f"FAIL: the stages stopped with exit status {rc} (output above)")
     if not any(r.startswith("FAIL") for r in results):
         results.append(boot(suite, arch, out))
     say(f"test-package {suite} {arch}:")
@@ -334,11 +339,12 @@ def test_all(lanes: int = LANES) -> bool:
     def more(signum: int, frame: object) -> None:
         width[0] = max(width[0], LANES)
 
-    previous = signal.signal(MORE_LANES, more)
+    signal.signal(MORE_LANES, more)
     try:
         return _run_units(width)
     finally:
-        signal.signal(MORE_LANES, previous)
+        # Ignored from now on, never fatal: invoke test may send it a moment late.
+        signal.signal(MORE_LANES, signal.SIG_IGN)
 
 
 def _run_units(width: list[int]) -> bool:

@@ -129,8 +129,12 @@ def sign(tree: KernelTree, modules: list[Path], pair: KeyPair,
             body, _, _ = split_signature(ko.read_bytes())
         except (OSError, VerifyError) as e:
             raise PipelineError(f"{ko}: {e}") from None
-        ko.write_bytes(body)
-        argv = [str(tool), algo, str(pair.key), str(pair.cert), str(ko)]
+        # Signed as a copy, then renamed over the module: another process packing it
+        # into a guest meanwhile (test-package's boot beside test-qemu) sees the old
+        # signed module or the new one, never one being rewritten.
+        part = ko.with_name(ko.name + ".signing")
+        part.write_bytes(body)
+        argv = [str(tool), algo, str(pair.key), str(pair.cert), str(part)]
         if tc.chroot_suite:
             # The tool links the suite's libcrypto and glibc, like the other kbuild tools.
             apt = apt_factory()
@@ -143,4 +147,6 @@ def sign(tree: KernelTree, modules: list[Path], pair: KeyPair,
         else:
             proc = subprocess.run(argv, capture_output=True, text=True)
         if proc.returncode != 0:
+            part.unlink(missing_ok=True)
             raise PipelineError(f"sign-file failed for {ko}: {(proc.stdout + proc.stderr).strip()}")
+        os.replace(part, ko)

@@ -1,11 +1,10 @@
 """pmubuild.pkgtest without chroots: the stage manifest against the stage script, the
 script's syntax under dash (the chroots' /bin/sh), and the apt sources it writes."""
 
-import os
 import re
 import shutil
+import signal
 import subprocess
-import threading
 
 import pytest
 
@@ -116,59 +115,74 @@ def test_split_builds_must_build_exactly_their_share_and_pass_lintian(tmp_path, 
     assert pkgtest.split_build("trixie", "indep", full).startswith("FAIL: build -A: lintian")
 
 
-# A stand-in for one unit's process: prints a block of output around a sleep (so that
-# two units overlap), then its combinations' verdicts as test_unit does; "FAIL" in the
-# suite name fails it, "NONE" prints no verdict.
+# A stand-in for one unit's process. No timing: units wait for each other through marker
+# files. Each combination: marks itself started, says which other combinations are running
+# ("overlap: ..."), prints a first line; a suite named with "SIGNAL" sends the runner
+# MORE_LANES (as `invoke test` does when test-qemu ends); one with "WAITFOR" + X waits
+# until combination X has started (20 s at most, then says so and fails); then a last
+# line, marked ended. Verdicts at the end as test_unit prints them: "FAIL" in the suite
+# name fails it, "NONE" prints none; "EXIT1" passes but exits 1.
 FAKE_UNIT = r"""
-import sys, time
+import os, signal, sys, time
+from pathlib import Path
+marks = Path(__file__).parent / "marks"
+marks.mkdir(exist_ok=True)
 for a in sys.argv[1:]:
     suite, arch = a.split("/")
+    (marks / f"{suite}.started").touch()
+    others = sorted(m.stem for m in marks.glob("*.started")
+                    if m.stem != suite and not (marks / f"{m.stem}.ended").exists())
+    print(f"{a}: overlap: {' '.join(others) or 'none'}", flush=True)
     print(f"{a}: first line", flush=True)
-    time.sleep(0.5)
+    if "SIGNAL" in suite:
+        os.kill(os.getppid(), signal.SIGUSR1)
+    if "WAITFOR" in suite:
+        other = suite.split("WAITFOR")[1]
+        for _ in range(2000):
+            if (marks / f"{other}.started").exists():
+                break
+            time.sleep(0.01)
+        else:
+            print(f"{a}: {other} never started", flush=True)
+            sys.exit(1)
     print(f"{a}: last line", flush=True)
+    (marks / f"{suite}.ended").touch()
 for a in sys.argv[1:]:
     suite, arch = a.split("/")
     if "NONE" not in suite:
         print(f"test-package {suite:<8} {arch}: {'FAIL' if 'FAIL' in suite else 'PASS'} (1s)")
-sys.exit(1 if any("FAIL" in a or "NONE" in a for a in sys.argv[1:]) else 0)
+sys.exit(1 if any(x in a for a in sys.argv[1:] for x in ("FAIL", "NONE", "EXIT1")) else 0)
 """
 
 
-def run_fake_units(tmp_path, monkeypatch, capsys, units, lanes=2, more_after=None):
+def run_fake_units(tmp_path, monkeypatch, capsys, units, lanes=2):
     fake = tmp_path / "unit.py"
     fake.write_text(FAKE_UNIT)
     monkeypatch.setattr(pkgtest, "REPO", tmp_path)
     monkeypatch.setattr(pkgtest, "WORKER", (shutil.which("python3"), str(fake)))
     monkeypatch.setattr(pkgtest, "UNITS", units)
     monkeypatch.setattr(pkgtest, "ALL", tuple(c for u in units for c in u))
-    if more_after is not None:  # as `invoke test` does when test-qemu has ended
-        threading.Timer(more_after, os.kill, (os.getpid(), pkgtest.MORE_LANES)).start()
     ok = pkgtest.test_all(lanes=lanes)
     return ok, capsys.readouterr().err.splitlines()
 
 
 def test_units_run_two_at_a_time_and_their_output_is_never_interleaved(
         tmp_path, monkeypatch, capsys):
-    units = ((("a", "amd64"), ("b", "amd64")), (("c", "arm64"),), (("d", "amd64"),))
+    # a waits until c has started: only a second lane lets c start while a runs.
+    units = ((("aWAITFORc", "amd64"), ("b", "amd64")), (("c", "arm64"),), (("d", "amd64"),))
     ok, out = run_fake_units(tmp_path, monkeypatch, capsys, units)
-    assert ok
+    assert ok, out
     body = [x for x in out if not x.startswith(("==>", "test-package"))]
-    # Each unit's block whole: a unit's lines are adjacent in its order.
-    blocks = ["a/amd64: first line", "a/amd64: last line", "b/amd64: first line",
-              "b/amd64: last line"]
-    i = body.index(blocks[0])
-    assert body[i:i + 4] == blocks
+    # Each unit's block whole: a unit's lines are adjacent, in its order.
+    i = body.index("aWAITFORc/amd64: first line")
+    assert body[i:i + 2] == ["aWAITFORc/amd64: first line", "aWAITFORc/amd64: last line"]
+    assert body[i + 2].startswith("b/amd64: overlap: ")  # c, if it has not ended yet
+    assert body[i + 3:i + 5] == ["b/amd64: first line", "b/amd64: last line"]
     j = body.index("c/arm64: first line")
     assert body[j + 1] == "c/arm64: last line"
     # The verdicts at the end, in the order of ALL, each once.
-    assert out[-4:] == [f"test-package {s:<8} {a}: PASS (1s)"
-                        for s, a in pkgtest.ALL]
+    assert out[-4:] == [f"test-package {s:<8} {a}: PASS (1s)" for s, a in pkgtest.ALL]
     assert sum(x.startswith("test-package ") for x in out) == 4
-    # Two lanes: the first two units were started before either ended.
-    starts = [n for n, x in enumerate(out) if x.endswith("started, output in "
-                                                          + str(tmp_path / "build" / "pkgtest"
-                                                                / "logs" / "c-arm64.log"))]
-    assert starts and starts[0] < out.index("a/amd64: first line")
 
 
 @pytest.mark.parametrize("suite, why", [("xFAIL", "FAIL (1s)"), ("xNONE", "FAIL (no verdict")])
@@ -181,9 +195,17 @@ def test_a_failed_unit_or_one_without_a_verdict_fails_the_whole(
     assert out[-2] == "test-package a        amd64: PASS (1s)"
 
 
+def test_a_unit_that_exits_1_fails_the_whole_despite_its_verdicts(tmp_path, monkeypatch,
+                                                                   capsys):
+    ok, out = run_fake_units(tmp_path, monkeypatch, capsys, ((("xEXIT1", "amd64"),),))
+    assert not ok and out[-1] == "test-package xEXIT1   amd64: PASS (1s)"
+
+
 def test_a_unit_argument_outside_the_list_is_refused(capsys):
     assert pkgtest.main(["bullseye/arm64"]) == 2
     assert "'bullseye/arm64' is not one of" in capsys.readouterr().err
+    for bad in (["--lanes=3"], ["--lanes=0"], ["--lanes=x"], ["--lanes=1", "sid/amd64"]):
+        assert pkgtest.main(bad) == 2, bad
 
 
 def test_omitted_stages_are_neither_expected_nor_run():
@@ -212,21 +234,73 @@ def test_omitted_stages_are_neither_expected_nor_run():
     assert re.search(r"^if runs autopkgtest; then", text, re.M)
 
 
-def started(out, name):
-    return next(n for n, x in enumerate(out) if x.startswith(f"==> test-package {name}: started"))
-
-
 def test_one_lane_until_told_then_two(tmp_path, monkeypatch, capsys):
-    """--lanes=1 beside pytest and test-qemu; MORE_LANES (test-qemu ended) widens to two."""
-    units = ((("a", "amd64"),), (("b", "amd64"),), (("c", "amd64"),), (("d", "amd64"),))
+    """--lanes=1 beside pytest and test-qemu: no two units at once; MORE_LANES (test-qemu
+    ended) widens to two, and the runner survives it and any later one."""
+    units = ((("a", "amd64"),), (("b", "amd64"),), (("c", "amd64"),))
     ok, out = run_fake_units(tmp_path, monkeypatch, capsys, units, lanes=1)
-    assert ok
-    # One at a time: each unit starts after the one before it has ended (its lines).
-    for before, after in (("a", "b"), ("b", "c"), ("c", "d")):
-        assert out.index(f"{before}/amd64: last line") < started(out, f"{after}-amd64")
-    ok, out = run_fake_units(tmp_path, monkeypatch, capsys, units, lanes=1, more_after=0.2)
-    assert ok
-    # Two at a time after it: c started while b still ran (before b's lines came).
-    assert started(out, "c-amd64") < out.index("b/amd64: first line")
-    assert out[-4:] == [f"test-package {x:<8} amd64: PASS (1s)" for x in "abcd"]
-    assert pkgtest.main(["--lanes=3"]) == 2 and pkgtest.main(["--lanes=x"]) == 2
+    assert ok, out
+    assert [x for x in out if "overlap" in x] == [f"{u}/amd64: overlap: none" for u in "abc"]
+    # a tells the runner (as invoke test would) and waits for b, which only a second
+    # lane can start meanwhile; c comes after.
+    units = ((("aSIGNALWAITFORb", "amd64"),), (("b", "amd64"),), (("c", "amd64"),))
+    (tmp_path / "2").mkdir()
+    ok, out = run_fake_units(tmp_path / "2", monkeypatch, capsys, units, lanes=1)
+    assert ok, out
+    assert "b/amd64: overlap: aSIGNALWAITFORb" in out
+    assert out[-3:] == [f"test-package {x:<8} amd64: PASS (1s)"
+                        for x in ("aSIGNALWAITFORb", "b", "c")]
+    # After test_all the signal is ignored, not fatal: a late one kills nobody.
+    assert signal.getsignal(pkgtest.MORE_LANES) == signal.SIG_IGN
+
+
+def fake_test_run(tmp_path, monkeypatch, suite, arch, rc, stages):
+    """pkgtest.test() with the builds, the chroot and the boot faked: the stage script
+    'prints' a PASS line for each of `stages` and exits rc. (verdict, results said)."""
+    from pmubuild import package
+
+    monkeypatch.setattr(pkgtest, "REPO", tmp_path)
+    built = []
+
+    def build(suite_, out, version=None, run_lintian=True, kind="full"):
+        built.append(out)
+        deb = out / ("simple-pmu-dkms_1_all.deb" if kind != "arch" else "python3-x_1_amd64.deb")
+        return package.PackageResult(out, out / "x.changes", (deb,), (), True)
+
+    monkeypatch.setattr(package, "build", build)
+    monkeypatch.setattr(pkgtest, "split_build", lambda s, k, f: f"PASS: build -{k}: fake")
+    monkeypatch.setattr(pkgtest, "PrivateApt", lambda: None)
+    monkeypatch.setattr(pkgtest, "kernels_for", lambda apt, s, a: pkgtest.Kernels(
+        "linux-headers-k", "k", "linux-headers-k2", "k2", "1"))
+    monkeypatch.setattr(pkgtest.seeds, "restored_tcyc", lambda: "")
+    monkeypatch.setattr(pkgtest.cache, "ensure_free_space", lambda *a: None)
+    monkeypatch.setattr(pkgtest.chroot, "ensure_set", lambda *a: tmp_path / "base")
+    monkeypatch.setattr(package, "apt_cache_mounts", lambda *a: [])
+    monkeypatch.setattr(package, "run_in_overlay", lambda *a: (
+        rc, [f"PASS: {s}: fake" for s in stages]))
+    booted = []
+    monkeypatch.setattr(pkgtest, "boot", lambda s, a, out: booted.append(1) or "PASS: boot: fake")
+    ok = pkgtest.test(suite, arch)
+    return ok, built, booted
+
+
+@pytest.mark.parametrize("suite, arch", [("trixie", "amd64"), ("sid", "amd64"),
+                                         ("bookworm", "amd64"), ("bookworm", "arm64")])
+def test_a_clean_run_passes_and_a_dead_script_fails(tmp_path, monkeypatch, capsys, suite,
+                                                     arch):
+    """Every expected stage PASS with exit 0: PASS, booted (bookworm amd64 with its NOTE).
+    The script dead after 'setup' (exit 137, no FAIL line): FAIL, not booted."""
+    full = arch in pkgtest.FULL_ARCHES
+    stages = pkgtest.expected_stages(suite, full)
+    ok, built, booted = fake_test_run(tmp_path, monkeypatch, suite, arch, 0, stages)
+    said = capsys.readouterr().err
+    assert ok and booted == [1], said
+    assert ("NOTE: not run on bookworm" in said) == (suite == "bookworm" and full)
+    # Each combination builds into directories of its own (units run two at a time).
+    assert all(f"{suite}-{arch}" in p.name for p in built), built
+    ok, _, booted = fake_test_run(tmp_path, monkeypatch, suite, arch, 137, stages[:1])
+    said = capsys.readouterr().err
+    assert not ok and booted == [], said
+    assert "FAIL: the stages stopped with exit status 137" in said
+    ok, _, booted = fake_test_run(tmp_path, monkeypatch, suite, arch, 0, stages[:-1])
+    assert not ok and f"FAIL: {stages[-1]}: the stage never reported" in capsys.readouterr().err
