@@ -146,6 +146,18 @@ def test_clock_gettime_may_differ_between_runs_and_is_printed(tmp_path):
     assert "ring=2: clock_gettime 55.00, then 65.00 instructions per read" in r.stdout
 
 
+@pytest.mark.parametrize("second", ["83.00", "36.00", "0.00"])
+def test_clock_gettime_beyond_its_bound_fails(tmp_path, second):
+    """The stated bound: the second run's clock_gettime at most 1.5x the first's (55),
+    or at least 1/1.5 of it, and above 0."""
+    line = next(ln for ln in RING2.splitlines() if ln.startswith("path=clock_gettime "))
+    r = guest(tmp_path, second={2: RING2.replace(line, line.replace("per_read=55.00",
+                                                                    f"per_read={second}"))})
+    assert r.returncode == 1, r.stdout
+    assert f"FAIL: ring=2: clock_gettime 55.00, then {second} instructions per read: " \
+        "beyond 1.5x" in r.stdout
+
+
 @pytest.mark.parametrize("path", ["driver", "window-cpu", "bare", "cntvct", "clock_gettime",
                                   "perf-read", "perf-mmap", "selfmon", "window"])
 def test_a_path_that_must_run_and_did_not_fails(tmp_path, path):
