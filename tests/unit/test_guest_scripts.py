@@ -420,3 +420,16 @@ def test_exact_batch_fails_below_the_expected_count(tmp_path):
 def test_exact_batch_fails_when_never_clean(tmp_path):
     res = batches(tmp_path, *["2000\n2016\n2000\n"] * 10)
     assert res.returncode == 1 and "no undisturbed batch in 10 tries" in res.stdout
+
+
+def test_has_is_not_killed_by_its_own_pipe():
+    """lib.sh's has under pipefail, on a megabyte whose first line matches: true. The
+    'echo "$TEXT" | grep -q' it replaced returns 141 (SIGPIPE: grep left at its first
+    match while echo still wrote), shown here too, so the check can fail."""
+    text = (GUEST / "common" / "lib.sh").read_text()
+    has = re.search(r"^has\(\) \{.*?^\}", text, re.M | re.S).group(0)
+    big = 'big=$(yes y | head -c 1000000)'
+    ok = subprocess.run(["bash", "-c", f"set -o pipefail\n{has}\n{big}\nhas \"$big\" y"])
+    assert ok.returncode == 0
+    old = subprocess.run(["bash", "-c", f'set -o pipefail\n{big}\necho "$big" | grep -q y'])
+    assert old.returncode == 141

@@ -103,3 +103,46 @@ def test_a_multiplexed_delta_is_not_exact(stand_in, simple_pmu):  # noqa: F811
     whole = simple_pmu.Sample(**{**base, "time_enabled_ns": a.time_enabled_ns + 3000,
                                  "time_running_ns": a.time_running_ns + 3000})
     assert (whole - a).exact is True
+
+
+def test_driver_deltas_beside_this_threads_perf_user_reads_are_not_exact(
+        driver_measure, fake_reads, simple_pmu, mods, monkeypatch):  # noqa: F811
+    """Where the driver's readings are exact (arm64 with perf_user_access, faked here), a
+    delta over a time this thread had perf events with user reads open is not: perf
+    granted the thread the counters itself (see _measure.PERF_USER_READS_ADVISORY)."""
+    import importlib
+    perf = importlib.import_module("simple_pmu.perf")
+    monkeypatch.setattr(mods["measure"], "driver_exactness", lambda arch: (True, ""))
+    monkeypatch.setattr(simple_pmu.native, "driver_generation", lambda: 10)
+    with simple_pmu.Counters(scope="cpu") as counters:
+        a = counters.read()
+        group = perf.PerfGroup.open(("cycles",), user_access=True, specs={"cycles": (1, 1)})
+        b = counters.read()
+        group.close()
+        c, d = counters.read(), counters.read()
+    assert (b - a).ok and (b - a).exact is False
+    assert (c - b).ok and (c - b).exact is False
+    assert (d - c).ok and (d - c).exact is True
+
+
+def test_a_move_during_the_later_samples_read_is_seen(  # noqa: F811
+        driver_measure, fake_reads, simple_pmu, monkeypatch):  # noqa: F811
+    """The driver's counters move while the later sample's counters are being read (its
+    generation changes inside the read): the delta has no counts. Only a generation read
+    after the counters can see that."""
+    state = {"gen": 10, "move": False}
+    cycles = simple_pmu.native.driver_cycles
+
+    def read_cycles() -> int:
+        if state["move"]:
+            state["gen"] += 1  # perf moved the counter during this read
+        return cycles()
+
+    monkeypatch.setattr(simple_pmu.native, "driver_generation", lambda: state["gen"])
+    monkeypatch.setattr(simple_pmu.native, "driver_cycles", read_cycles)
+    with simple_pmu.Counters(scope="cpu") as counters:
+        a = counters.read()
+        state["move"] = True
+        b = counters.read()
+    moved = b - a
+    assert not moved.ok and moved.reason.code == "samples_moved", moved

@@ -618,8 +618,10 @@ def test_driver_beside_this_threads_perf_user_reads_is_not_exact(driver_measure,
         assert m.ok and m.exact is False
         assert [n.code for n in m.notes] == ["driver_advisory"]
         assert "perf events with user reads open" in m.notes[0]
+        token = perf.user_reads_token()
         other = perf.PerfGroup.open(("cycles",), specs={"cycles": task_clock})
         other.close()  # without user reads: not counted
+        assert perf.user_reads_token() == token
     finally:
         group.close()
     m = driver_measure((100, 200, 300, 400))

@@ -21,8 +21,9 @@ class FakeNativeWindow:
     """Stands in for _native.Window: begin() and end() return what the test sets."""
 
     def __init__(self, begins: bool = True, flags: int = 3, reason: str = "",
-                 width: int = 64) -> None:
+                 width: int = 64, path: int = 1) -> None:
         self.begins, self.flags, self.reason, self.width = begins, flags, reason, width
+        self.path = path  # cycles.h's path id: 1 perf user reads, 3 the module
         self.ended = 0
 
     def begin(self) -> bool:
@@ -42,7 +43,7 @@ class FakeNativeWindow:
         return (second - first) % (1 << self.width)
 
     def info(self) -> dict[str, int | str]:
-        return {"path_name": "fake path", "reason": self.reason}
+        return {"path_name": "fake path", "reason": self.reason, "path": self.path}
 
 
 @pytest.fixture
@@ -206,7 +207,8 @@ def test_a_faulting_cpu_window_is_invalid_and_the_process_lives(x86_native):  # 
     are refused; the child's end() says invalid."""
     run, _fake = x86_native
     got = run(WINDOW_CHECK)
-    assert got["path"] == "simple-pmu module (CPU-wide)" and got["width"] == 64
+    # The width: CPUID leaf 0xA's, else 48.
+    assert got["path"] == "simple-pmu module (CPU-wide)" and 1 <= got["width"] <= 48
     if got["rdpmc"] == "works":
         pytest.skip("RDPMC works here: the fault path cannot be seen")
     assert not got["valid"]
@@ -216,3 +218,24 @@ def test_a_faulting_cpu_window_is_invalid_and_the_process_lives(x86_native):  # 
     assert got["other_thread"] == ["Window: read in another thread or process than the one "
                                    "that began it"]
     assert got["child"] == 0
+
+
+def test_a_module_window_beside_this_threads_perf_user_reads_is_not_exact(window):
+    """cycles.h said exact, but this thread had perf events with user reads open during
+    the window (simple_pmu's own group, which cycles.h cannot see): perf granted the
+    thread the counters itself, so the window is valid, not exact. A perf-path window
+    (path 1) is unaffected, and a module window without such a group stays exact."""
+    perf = importlib.import_module("simple_pmu.perf")
+    exact = window.VALID | window.EXACT
+    module = window.Window("cpu", _native=FakeNativeWindow(flags=exact, path=3))
+    with module:
+        group = perf.PerfGroup.open(("cycles",), user_access=True, specs={"cycles": (1, 1)})
+        group.close()
+    assert module.result.valid and module.result.exact is False
+    thread = window.Window(_native=FakeNativeWindow(flags=exact, path=1))
+    with thread:
+        perf.PerfGroup.open(("cycles",), user_access=True, specs={"cycles": (1, 1)}).close()
+    assert thread.result.exact is True
+    with module:
+        pass
+    assert module.result.exact is True

@@ -38,6 +38,10 @@ int main(void)
 	unit_b_begin();
 	cycles_guard_begin(&cycles_tls);
 	unit_b_end();
+	/* a still guards: the guard must still be the handler (one count). */
+	sigaction(CYCLES_GUARD_SIGNAL, NULL, &now);
+	printf("still_guarded=%d\n", (now.sa_flags & SA_SIGINFO) &&
+	       now.sa_sigaction == cycles_guard_handler);
 	cycles_guard_end(&cycles_tls);
 	/* Then a alone, and b alone. */
 	cycles_guard_begin(&cycles_tls);
