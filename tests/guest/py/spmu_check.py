@@ -305,7 +305,12 @@ def unload_alive() -> None:
     print(f"measure() now uses {m2.backend}; pid {os.getpid()} alive")
 
 
-SELF_BAND = 64  # measure()'s Python overhead varies by a few dozen between runs (exact())
+# measure()'s own Python work between its reads is not the same on every run, though
+# the same sequence every boot (-icount): trixie..sid 8538 in 14 of 20 runs, 8577 and
+# 8905 in the others; 5.10's read(2) 18336 in 9 of 20, up to 19060. So: the most common
+# overhead is the same for both sizes (the loop counts exactly 2n) and at least a third
+# of the runs have it, none is below it, none more than PY_SLACK above it.
+PY_SLACK = 2000
 
 
 def self_runs(n: int, runs: int = RUNS) -> list[int]:
@@ -327,11 +332,21 @@ def in_band(what: str, extra: list[int], low: int, high: int) -> None:
         fail(f"{what}: instructions - 2n = {extra}, want {low}..{high}")
 
 
+def modal(what: str, extra: list[int]) -> int:
+    """The most common overhead, held to the rule above (PY_SLACK)."""
+    mode = max(sorted(set(extra)), key=extra.count)
+    if extra.count(mode) * 3 < len(extra) or min(extra) < mode:
+        fail(f"{what}: instructions - 2n = {extra}: no overhead in a third of the runs "
+             "that none is below")
+    in_band(what, extra, mode, mode + PY_SLACK)
+    return mode
+
+
 def selfmon() -> None:
     """Without the module (after 40-unload), one CPU online: measure()'s default counts
     this thread with perf (sys.argv[2]: the backend this kernel must give: perf-rdpmc
     with perf_user_access 1, perf-read on 5.10), exactly: known_loop(n) is 2n plus an
-    overhead within SELF_BAND on every run and for both sizes; each of two threads
+    overhead (see PY_SLACK) the same for both sizes; each of two threads
     measuring different loops at once gets its own count; a forked child its own."""
     want = sys.argv[2]
     gc.disable()
@@ -340,10 +355,13 @@ def selfmon() -> None:
     if m.backend != want:
         fail(f"measure() uses {m.backend} ({m.reason}), want {want}")
     runs = {n: self_runs(n) for n in SIZES}
+    modes = {n: modal(f"this thread ({want}), n={n}", vs) for n, vs in runs.items()}
+    if len(set(modes.values())) != 1:
+        fail(f"the usual overhead differs between sizes {modes}: the loop is not 2n")
+    low = modes[SIZES[0]]
     extra = [v for vs in runs.values() for v in vs]
-    low = min(extra)
-    in_band(f"this thread ({want})", extra, low, low + SELF_BAND)
-    print(f"{want}: known_loop(n) = 2n + {low}..{max(extra)} for n in {SIZES}")
+    print(f"{want}: known_loop(n) = 2n + {low} in {extra.count(low)} of {len(extra)} runs,"
+          f" at most {max(extra)}, for n in {SIZES}")
     # Two threads at once (one CPU: they interleave), each its own loop length: a count
     # that included the other's loop would be 2 * (100000 - 1000) off.
     found: dict[int, list[int]] = {}
@@ -359,7 +377,7 @@ def selfmon() -> None:
     for n in SIZES:
         if n not in found:
             fail(f"thread measuring known_loop({n}) failed (above)")
-        in_band(f"thread of known_loop({n})", found[n], low, low + 2 * SELF_BAND)
+        in_band(f"thread of known_loop({n})", found[n], low - PY_SLACK, low + PY_SLACK)
     print(f"two threads at once: {found}")
     r, w = os.pipe()
     pid = os.fork()
@@ -376,7 +394,7 @@ def selfmon() -> None:
     if not data:
         fail("forked child measured nothing (above)")
     child = json.loads(data)
-    in_band("forked child", child, low, low + 2 * SELF_BAND)
+    in_band("forked child", child, low - PY_SLACK, low + PY_SLACK)
     print(f"forked child: {child}")
 
 
