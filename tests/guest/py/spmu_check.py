@@ -307,10 +307,12 @@ def unload_alive() -> None:
 
 # measure()'s own Python work between its reads is not the same on every run, though
 # the same sequence every boot (-icount): trixie..sid 8538 in 14 of 20 runs, 8577 and
-# 8905 in the others; 5.10's read(2) 18336 in 9 of 20, up to 19060. So: the most common
-# overhead is the same for both sizes (the loop counts exactly 2n) and at least a third
-# of the runs have it, none is below it, none more than PY_SLACK above it.
+# 8905 in the others; 5.10's read(2) 18356 in 4 of 10, from 18351 up to 19060. So: the
+# most common overhead is had by at least a third of the runs, none is more than PY_BELOW
+# below it or PY_SLACK above it, and it is the same within PY_BELOW for both sizes (the
+# loop counts 2n: a count off by the loop would be thousands away).
 PY_SLACK = 2000
+PY_BELOW = 64
 
 
 def self_runs(n: int, runs: int = RUNS) -> list[int]:
@@ -335,10 +337,9 @@ def in_band(what: str, extra: list[int], low: int, high: int) -> None:
 def modal(what: str, extra: list[int]) -> int:
     """The most common overhead, held to the rule above (PY_SLACK)."""
     mode = max(sorted(set(extra)), key=extra.count)
-    if extra.count(mode) * 3 < len(extra) or min(extra) < mode:
-        fail(f"{what}: instructions - 2n = {extra}: no overhead in a third of the runs "
-             "that none is below")
-    in_band(what, extra, mode, mode + PY_SLACK)
+    if extra.count(mode) * 3 < len(extra):
+        fail(f"{what}: instructions - 2n = {extra}: no overhead in a third of the runs")
+    in_band(what, extra, mode - PY_BELOW, mode + PY_SLACK)
     return mode
 
 
@@ -356,7 +357,7 @@ def selfmon() -> None:
         fail(f"measure() uses {m.backend} ({m.reason}), want {want}")
     runs = {n: self_runs(n) for n in SIZES}
     modes = {n: modal(f"this thread ({want}), n={n}", vs) for n, vs in runs.items()}
-    if len(set(modes.values())) != 1:
+    if max(modes.values()) - min(modes.values()) > PY_BELOW:
         fail(f"the usual overhead differs between sizes {modes}: the loop is not 2n")
     low = modes[SIZES[0]]
     extra = [v for vs in runs.values() for v in vs]
