@@ -243,6 +243,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/syscall.h>
 #include <ucontext.h>
 #include <unistd.h>
@@ -1862,6 +1863,7 @@ struct cycles_window {
 	const struct perf_event_mmap_page *pc[CYCLES_NR_COUNTERS];
 	unsigned int epoch;		/* perf path: the thread's events' */
 	unsigned int faults;		/* perf path: the thread's, at begin */
+	long switches;			/* module path: context switches at begin */
 };
 
 /* A counter's bit in the mask of cycles_window_begin_fixed(). */
@@ -1982,6 +1984,16 @@ static inline int cycles_window_pages(struct cycles_window *w)
  * window is never CYCLES_EXACT, since a move to another CPU and back
  * between its edges cannot be seen (a move that stays is: its end says 0).
  */
+/* This thread's context switches so far (voluntary and not). */
+static inline long cycles_switches(void)
+{
+	struct rusage ru;
+
+	if (getrusage(RUSAGE_THREAD, &ru) < 0)
+		return -1;
+	return ru.ru_nvcsw + ru.ru_nivcsw;
+}
+
 static inline int cycles_window_begin_mask(struct cycles_window *w,
 					   unsigned int fixed)
 {
@@ -2057,6 +2069,7 @@ static inline int cycles_window_begin_mask(struct cycles_window *w,
 	if (!w->generation || w->hw[CYCLES_CORE] == CYCLES_HW_NONE ||
 	    (w->fixed & ~w->on_fixed))
 		return -1;
+	w->switches = cycles_switches();
 	cycles_guard_begin(t);
 	w->guarded = 1;
 	w->epoch = t->epoch;
@@ -2162,13 +2175,16 @@ static inline unsigned int cycles_window_end(struct cycles_window *w)
 	    cycles_cpu_generation(w->cpu) != w->generation)
 		return 0;
 	/*
-	 * Unpinned, a move to another CPU and back would go unseen. And
+	 * Unpinned, a move to another CPU and back would go unseen. If the
+	 * thread was switched out meanwhile, another task's work is in the
+	 * CPU's counts: valid for the CPU, not this window's exact count. And
 	 * while this thread had perf events with user reads (its path is
 	 * perf's now, or its events were re-chosen meanwhile), perf granted
 	 * it the counters itself: a moved counter stayed readable, no fault.
 	 */
 	return CYCLES_VALID | (t->module_exact && w->pinned &&
 			       w->epoch == t->epoch &&
+			       w->switches == cycles_switches() &&
 			       !(t->ready && t->path == CYCLES_PATH_PERF_MMAP) ?
 			       CYCLES_EXACT : 0);
 }

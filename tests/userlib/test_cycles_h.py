@@ -644,9 +644,14 @@ def test_module_window_edges(lookup):
     run = start()
     cpu = CPUS[0]
     assert run.ask(f"pin {cpu}") == "ok"
-    got = run.pairs("emptywin")
     want = 1 | (2 if module_exact_here(arm64) else 0)  # CYCLES_VALID | CYCLES_EXACT
-    assert got == {"begin": 0, "end": want, "cpu": cpu, "gen": fake.generation(cpu)}
+    # A window the thread was switched out in (the host is busy) is valid, not exact:
+    # each is valid, and one of a few windows exact.
+    tries = [run.pairs("emptywin") for _ in range(5)]
+    for got in tries:
+        assert {k: got[k] for k in ("begin", "cpu", "gen")} == {
+            "begin": 0, "cpu": cpu, "gen": fake.generation(cpu)} and got["end"] & 1, got
+    assert want in [got["end"] for got in tries], tries
     if len(CPUS) < 2:
         return
     assert run.ask("unpin") == "ok"
@@ -794,8 +799,9 @@ def test_module_fixed_window(lookup):
     fake.place(cpu, fixed, [5])
     assert run.ask("gen") == str(fake.generation(cpu))  # the cache follows
     assert run.pairs("fbegin") == {"begin": 0, "on_fixed": 1}
-    want = 1 | (2 if module_exact_here(arm64) else 0)
-    assert run.pairs("fend") == {"end": want}
+    # Valid, not exact: between fbegin and fend the program sleeps reading its next
+    # command, so another task may run on the CPU (cycles.h counts the switch).
+    assert run.pairs("fend") == {"end": 1}
     # The counter moved (a new generation) between begin and end: invalid.
     assert run.pairs("fbegin")["begin"] == 0
     fake.bump(cpu)

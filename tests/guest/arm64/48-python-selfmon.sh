@@ -26,7 +26,12 @@ echo 2 > $PARANOID
 out=$(runas 65534 python3 /tests/py/spmu_check.py selfmon $want) ||
 	fail "uid 65534, paranoid 2: $out"
 echo "uid 65534, paranoid 2: $(echo "$out" | head -n1)"
-echo 3 > $PARANOID
-out=$(runas 65534 python3 /tests/py/spmu_check.py selfmon-refused) ||
-	fail "uid 65534, paranoid 3: $out"
-echo "$out"
+# paranoid 3 (Linux >= 5.17): the reason names the sysctl, its remedy the sysctl and
+# the module. Before 5.17 the first reason is the missing perf_user_access (43 checks
+# cycles.h says so): not judged here.
+if [ -f $PUA ]; then
+	echo 3 > $PARANOID
+	out=$(runas 65534 python3 /tests/py/spmu_check.py selfmon-refused) ||
+		fail "uid 65534, paranoid 3: $out"
+	echo "$out"
+fi
