@@ -3,6 +3,7 @@ path and exactness; samples that do not belong together give no counts and say w
 
 from __future__ import annotations
 
+import importlib
 import pickle
 import threading
 import time
@@ -110,7 +111,6 @@ def test_driver_deltas_beside_this_threads_perf_user_reads_are_not_exact(
     """Where the driver's readings are exact (arm64 with perf_user_access, faked here), a
     delta over a time this thread had perf events with user reads open is not: perf
     granted the thread the counters itself (see _measure.PERF_USER_READS_ADVISORY)."""
-    import importlib
     perf = importlib.import_module("simple_pmu.perf")
     monkeypatch.setattr(mods["measure"], "driver_exactness", lambda arch: (True, ""))
     monkeypatch.setattr(simple_pmu.native, "driver_generation", lambda: 10)
@@ -146,3 +146,46 @@ def test_a_move_during_the_later_samples_read_is_seen(  # noqa: F811
         b = counters.read()
     moved = b - a
     assert not moved.ok and moved.reason.code == "samples_moved", moved
+
+
+def test_driver_deltas_across_a_context_switch_are_not_exact(
+        driver_measure, fake_reads, simple_pmu, mods, monkeypatch):  # noqa: F811
+    """Where the driver's readings are exact, a delta over a time the thread was
+    switched out is not: the CPU's counters then hold the other tasks' work. Each sample
+    takes the thread's switch count before and after its reads; a delta compares the
+    earlier one's before with the later one's after."""
+    counters_mod = importlib.import_module("simple_pmu.counters")
+    monkeypatch.setattr(mods["measure"], "driver_exactness", lambda arch: (True, ""))
+    monkeypatch.setattr(simple_pmu.native, "driver_generation", lambda: 10)
+    # a, b: none; c: one during its reads; d, e: none.
+    switches = iter([5, 5, 5, 5, 5, 6, 6, 6, 6, 6])
+    monkeypatch.setattr(counters_mod, "thread_switches", lambda: next(switches))
+    with simple_pmu.Counters(scope="cpu") as counters:
+        a, b, c, d, e = (counters.read() for _ in range(5))
+    assert (a.switches, c.switches) == ((5, 5), (5, 6))
+    assert (b - a).ok and (b - a).exact is True
+    assert (c - b).ok and (c - b).exact is False
+    assert (d - c).ok and (d - c).exact is False
+    assert (e - d).ok and (e - d).exact is True
+
+
+def test_thread_switches_counts_this_threads_switches(simple_pmu):
+    """The count the driver's samples compare is the calling thread's: a sleep is a
+    voluntary switch of this thread, and another thread's sleeps are not counted."""
+    sysinfo = importlib.import_module("simple_pmu.sysinfo")
+    before = sysinfo.thread_switches()
+    time.sleep(0.01)
+    after = sysinfo.thread_switches()
+    assert after > before
+    seen = []
+
+    def other() -> None:
+        for _ in range(200):
+            time.sleep(0.0001)  # each a voluntary switch of that thread
+        seen.append(sysinfo.thread_switches())
+
+    t = threading.Thread(target=other)
+    t.start()
+    t.join()  # this thread blocks once (or a few times), not 200
+    assert seen[0] >= 200
+    assert sysinfo.thread_switches() - after < 100

@@ -26,8 +26,9 @@ Every result says which path it came from (m.backend) and whether its counts are
 exact (m.exact True: perf) or advisory (False: the driver on x86 and on arm64 before
 5.17, where perf may move a counter and the driver notices only at its next check; also
 the driver in a thread that had perf events with user reads open during the block, as
-perf then grants that thread the counters itself and a moved one stays readable; m.notes
-says so).
+perf then grants that thread the counters itself and a moved one stays readable; and the
+driver when the thread was switched out during the block, as the CPU's counts then hold
+the work of the tasks that ran meanwhile; m.notes says so).
 What the counts cover is in the result: m.scope "cpu" (the driver: everything that ran
 on that CPU, every task) or "thread" (perf: this thread only), m.rings ("user",
 "kernel"; None where the driver does not say), and for perf m.running_ratio, the
@@ -37,7 +38,8 @@ and m.exact is False);
 0 time running: counts None and m.reason says why.
 With the driver, a read that faults (arm64: perf used the PMU on this CPU less than
 2 * recheck_ms ago) raises no signal: the extension turns it into CounterFault. At the
-start of the block measure() then retries for up to 2 * recheck_ms + 0.1 s; if reads
+start of the block measure() then retries for up to 2 * recheck_ms + 0.1 s, spinning
+rather than sleeping (see _probe.retry_pause); if reads
 have not come back by then, or at its end, it leaves the counts None and says why in
 m.reason (strict=True raises CounterUnavailable instead).
 If the module was unloaded since the probe, the default measure() probes again.
@@ -70,12 +72,14 @@ from simple_pmu._probe import (
     DEFAULT_RECHECK_MS,
     DEFAULT_SCOPE,
     RETRY_MARGIN_S,
-    RETRY_PAUSE_S,
     SCOPES,
     Backend,
     Report,
+    driver_refusal_transient,
     driver_rings,
     probe,
+    reprobe_driver,
+    retry_pause,
     scope_backends,
 )
 from simple_pmu.errors import CounterFault, CounterUnavailable, UsageError
@@ -88,6 +92,10 @@ COUNTER_BITS = 64  # what a counter value is read as: deltas are modulo this at 
 PERF_USER_READS_ADVISORY = reasons.DRIVER_ADVISORY.format(
     why="this thread had perf events with user reads open (perf then grants it the "
         "counters itself, so a counter perf moved stays readable, without a fault)")
+
+# cycles.h's window over the block was valid but not exact, for none of the above.
+WINDOW_NOT_EXACT = reasons.DRIVER_ADVISORY.format(
+    why="cycles.h's window over the block said valid, not exact")
 
 _T = TypeVar("_T")
 
@@ -343,11 +351,17 @@ _local = _ThreadState()
 _readers: weakref.WeakSet[Reader] = weakref.WeakSet()
 
 
-def _default_report() -> Report:
+def _default_report(scope: str | None = None) -> Report:
+    """The process's probe report, probed on first use. For scope "cpu", a driver that
+    the cached report refused only because its reads kept faulting (perf was using the
+    PMU: transient) is probed again first, so that it is not refused for the rest of
+    the process (each such measure() waits up to the probe's retry bound)."""
     with _probe_lock:
         report = _cache.get("report")
         if not isinstance(report, Report):
             report = _cache["report"] = probe()
+        elif scope == "cpu" and driver_refusal_transient(report):
+            report = _cache["report"] = reprobe_driver(report)
         return report
 
 
@@ -366,7 +380,11 @@ def _default_reader(scope: str = DEFAULT_SCOPE) -> Reader:
         forget()
         reader = None
     if reader is None:
-        reader = _local.readers[scope] = open_reader(_default_report(), scope=scope)
+        reader = open_reader(_default_report(scope), scope=scope)
+        if reader.backend is None and scope == "cpu" and driver_refusal_transient(
+                _default_report()):
+            return reader  # not kept: the next measure() probes the driver again
+        _local.readers[scope] = reader
         _readers.add(reader)
     return reader
 
@@ -421,7 +439,8 @@ class PinnedCpu:
 
 
 def _retrying(reader: Reader, call: Callable[[], _T]) -> _T:
-    """call() once reads work: a CounterFault is retried for reader.retry_s."""
+    """call() once reads work: a CounterFault is retried for reader.retry_s, spinning
+    between tries (see _probe.retry_pause: a sleeping reader may never get access)."""
     deadline = time.monotonic() + reader.retry_s
     while True:
         try:
@@ -429,7 +448,7 @@ def _retrying(reader: Reader, call: Callable[[], _T]) -> _T:
         except CounterFault as exc:
             if time.monotonic() >= deadline:
                 raise CounterUnavailable(f"{reader.backend}: {exc}", exc.code) from None
-            time.sleep(RETRY_PAUSE_S)
+            retry_pause()
 
 
 def first_read(reader: Reader) -> tuple[int, int]:
@@ -468,10 +487,10 @@ class measure:  # noqa: N801 - used as a function: with measure() as m
         if backend is None:
             reader = _default_reader(self.scope)
         else:
-            report = _default_report()
+            report = _default_report(self.scope)
             if backend == "driver" and not sysinfo.SYSFS_DIR.is_dir():
                 forget()
-                report = _default_report()
+                report = _default_report(self.scope)
             reader = open_reader(report, backend)
         self.reader = reader
         if self.strict and (reader.cycles is None or reader.instructions is None):
@@ -506,10 +525,18 @@ class measure:  # noqa: N801 - used as a function: with measure() as m
                 self.i0, self.c0 = first_read(reader)
                 return result
             self.t0 = time.perf_counter_ns()
-            try:
-                span.start()  # the last thing before the block
-            except CounterFault:
-                _retrying(reader, span.start)
+            # Wait for reads first, so that the start is reached on one path whatever
+            # came before: a start retried from _retrying returned through it and its
+            # handler, counted in the block (46 on trixie: 4538 against 4511).
+            _retrying(reader, native.driver_cycles)
+            span.start()  # the last thing before the block
+        except CounterFault as err:
+            # Access withdrawn again between the wait and the start (perf used the PMU
+            # on that CPU once more): no counts for this block.
+            if self.strict:
+                self._close()
+                raise CounterUnavailable(f"{reader.backend}: {err}", err.code) from None
+            self.unavailable = as_reason(str(err), err.code)
         except CounterUnavailable as err:
             # Reads did not come back within the retry time (perf keeps using the PMU
             # on that CPU): a result without counts and with the reason, as for any
@@ -599,6 +626,11 @@ class measure:  # noqa: N801 - used as a function: with measure() as m
                 self.user_reads, perf.user_reads_token()):
             result.exact = False
             result.notes += (PERF_USER_READS_ADVISORY,)
+        if span is not None and result.exact and not info["exact"]:
+            # cycles.h's window said valid, not exact: say why where it is known.
+            result.exact = False
+            result.notes += (reasons.MEASURE_SWITCHED_OUT.format(cpu=info["cpu"])
+                             if info["switched"] else WINDOW_NOT_EXACT,)
         if reader.cycles:
             result.cycles = wrap_delta(c0, c1, widths.get("cycles", COUNTER_BITS))
         if reader.instructions:

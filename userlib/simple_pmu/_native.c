@@ -681,7 +681,9 @@ static PyTypeObject PerfPageType = {
  * for the module to re-grant access), then cycles_window_begin() (this CPU,
  * its generation and counter indices), then the two reads; stop() reads and
  * ends the window. info()["valid"] is what cycles_window_end() said: 0 when
- * the CPU or its generation changed or a read faulted (the values are junk).
+ * the CPU or its generation changed or a read faulted (the values are junk);
+ * info()["exact"] too: 0 also when the thread was switched out in between
+ * (info()["switched"]), as the CPU's counts then hold other tasks' work.
  */
 typedef struct {
 	PyObject_HEAD
@@ -689,6 +691,7 @@ typedef struct {
 	int open, started, stopped;
 	unsigned int flags;
 	unsigned long gen1;
+	int switched;		/* the thread was switched out inside */
 	struct cycles_window w;
 	counter_t i0, c0, c1, i1;
 } DriverSpan;
@@ -728,6 +731,7 @@ static PyObject *driverspan_start(DriverSpan *self, PyObject *unused)
 	self->i0 = self->i1 = self->c0 = self->c1 = 0;
 	self->flags = 0;
 	self->gen1 = 0;
+	self->switched = 0;
 	if (use_scope(CYCLES_SCOPE_CPU_ID) < 0)
 		return NULL;
 	if (cycles_read(CYCLES_CORE, &r) < 0) {
@@ -755,6 +759,8 @@ static PyObject *driverspan_stop(DriverSpan *self, PyObject *unused)
 	if (self->insn)
 		self->i1 = cycles_window_read(&self->w, CYCLES_INSN);
 	driverspan_close(self);
+	/* Begin took the count (the window's, as its end compares). */
+	self->switched = cycles_switches() != self->w.switches;
 	self->gen1 = cycles_generation();
 	self->stopped = self->started;
 	Py_RETURN_NONE;
@@ -782,13 +788,14 @@ static PyObject *driverspan_info(DriverSpan *self, PyObject *unused)
 				"DriverSpan.info: start() and stop() first");
 		return NULL;
 	}
-	return Py_BuildValue("{s:i,s:i,s:i,s:k,s:k,s:i,s:i}", "cpu", self->w.cpu,
+	return Py_BuildValue("{s:i,s:i,s:i,s:k,s:k,s:i,s:i,s:i}", "cpu", self->w.cpu,
 			     "cycle_index", hw_index(self->w.hw[CYCLES_CORE]),
 			     "insn_index", hw_index(self->w.hw[CYCLES_INSN]),
 			     "generation_before", self->w.generation,
 			     "generation_after", self->gen1,
 			     "valid", !!(self->flags & CYCLES_VALID),
-			     "exact", !!(self->flags & CYCLES_EXACT));
+			     "exact", !!(self->flags & CYCLES_EXACT),
+			     "switched", self->switched);
 }
 
 static PyMethodDef driverspan_methods[] = {
@@ -805,7 +812,9 @@ static PyMethodDef driverspan_methods[] = {
 	  "info() -> dict\n--\n\ncpu, cycle_index and insn_index (the "
 	  "counters read; -1 none), generation_before and generation_after "
 	  "(this CPU's generation at start and after stop), valid (1: the "
-	  "window held: same CPU, same generation, no fault) and exact." },
+	  "window held: same CPU, same generation, no fault), exact and "
+	  "switched (1: the thread was switched out in between, so other "
+	  "tasks' work on the CPU is in the counts: not exact)." },
 	{ NULL }
 };
 

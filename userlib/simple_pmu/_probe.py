@@ -74,7 +74,7 @@ INST_RETIRED = 0x08  # arm64's architected event
 X86_INST_RETIRED = 0xC0  # INST_RETIRED.ANY in perf's x86 raw encoding (event | umask << 8)
 DEFAULT_RECHECK_MS = 100  # the module's default period (sysfs recheck_ms)
 RETRY_MARGIN_S = 0.1  # beyond the documented 2 * recheck_ms
-RETRY_PAUSE_S = 0.01
+RETRY_PAUSE_S = 0.0001  # between two trial reads, spinning (see retry_pause)
 # What the driver counts (sysfs ring, arm64): bit 0 kernel, bit 1 user.
 RING_BITS = (("user", 2), ("kernel", 1))
 
@@ -314,10 +314,26 @@ class _Retry:
                     problem = problem.extended(reasons.RETRIED.format(
                         attempts=attempts, ms=self._elapsed_ms()))
                 return problem
-            time.sleep(RETRY_PAUSE_S)
+            retry_pause()
 
     def _elapsed_ms(self) -> int:
         return round((time.monotonic() - self.started) * 1000)
+
+
+def retry_pause(seconds: float = RETRY_PAUSE_S) -> None:
+    """Wait between two trial reads of the driver's counters, running, not asleep.
+
+    arm64 from 5.17: every context switch of a task with perf events on the CPU makes
+    perf withdraw EL0 access there, and the module restores it from a timer on that CPU.
+    A reader that sleeps comes back after the other task ran and finds access withdrawn
+    again: while perf is used on the CPU all the time, it would never read. Spinning,
+    the reader is running when the module's timer fires, and a short pause tries again
+    before the scheduler switches to the other task (46 on trixie: ten 10 ms pauses
+    found no opening, where back-to-back reads found one in 24 ms). At most the bound
+    (2 * recheck_ms + RETRY_MARGIN_S) is spent this way, and only while reads fault."""
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        pass
 
 
 def _no_vpmu(cpu: CpuInfo) -> list[Reason]:
@@ -794,3 +810,24 @@ def probe() -> Report:
     # perf first, the driver last: see the module docstring.
     rdpmc, read, timer = probe_perf_rdpmc(cpu), probe_perf_read(cpu), probe_timer(cpu)
     return Report(cpu, (probe_driver(cpu), rdpmc, read, timer), native_error)
+
+
+# The driver's trial reads faulted or stood still on every CPU tried, retried to the bound:
+# perf was using the PMU there all along. It may not be a minute later.
+TRANSIENT_DRIVER_CODES = frozenset({reasons.TRIAL_FAULT.code, reasons.NOT_COUNTING.code})
+
+
+def driver_refusal_transient(report: Report) -> bool:
+    """The report's driver is unusable only because its trial reads faulted (or its
+    counters stood still) until the retry bound."""
+    driver = report.get("driver")
+    return (not driver.usable and bool(driver.reasons)
+            and all(reasons.as_reason(r).code in TRANSIENT_DRIVER_CODES
+                    for r in driver.reasons))
+
+
+def reprobe_driver(report: Report) -> Report:
+    """The report with the driver probed again (the perf backends as they were)."""
+    driver = probe_driver(report.cpu)
+    return Report(report.cpu, tuple(driver if b.name == "driver" else b
+                                    for b in report.backends), report.native_error)

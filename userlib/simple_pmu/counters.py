@@ -34,10 +34,12 @@ from simple_pmu._measure import (
     _default_report,
     first_read,
     open_reader,
+    resolve_scope,
     wrap_delta,
 )
 from simple_pmu.errors import CounterUnavailable, UsageError
 from simple_pmu.reasons import Reason
+from simple_pmu.sysinfo import thread_switches
 
 
 @dataclass(frozen=True)
@@ -58,6 +60,9 @@ class Sample:
     source: int = 0  # which Counters took it (id): only samples of one subtract
     generation_after: int | None = None  # the driver: read just after the counters
     user_reads: tuple[int, int] = (0, 0)  # perf.user_reads_token() at the read
+    # The driver: this thread's context switches just before and just after the reads
+    # (sysinfo.thread_switches); None elsewhere.
+    switches: tuple[int, int] | None = None
 
     def width(self, counter: str) -> int:
         return dict(self.widths).get(counter, COUNTER_BITS)
@@ -95,6 +100,9 @@ class Sample:
         if self.backend == "driver" and exact and perf.user_reads_between(
                 earlier.user_reads, self.user_reads):
             exact = False  # see PERF_USER_READS_ADVISORY
+        if (exact and self.switches is not None and earlier.switches is not None
+                and earlier.switches[0] != self.switches[1]):
+            exact = False  # switched out: other tasks' work is in the CPU's counts
         cycles = diff("cycles", earlier.cycles, self.cycles)
         instructions = diff("instructions", earlier.instructions, self.instructions)
         if reason is None and instructions is None:
@@ -129,7 +137,7 @@ class Counters:
     reasons) where there is none. Close it (or use it as a context manager)."""
 
     def __init__(self, backend: str | None = None, *, scope: str | None = None) -> None:
-        reader = open_reader(_default_report(), backend, scope)
+        reader = open_reader(_default_report(resolve_scope(backend, scope)), backend, scope)
         if reader.backend is None:
             why = reader.reason or reasons.NO_COUNTER_BACKEND.format(
                 scope=reader.scope, summary="")
@@ -147,6 +155,8 @@ class Counters:
 
     def read(self) -> Sample:
         reader = self._usable()
+        driver = reader.backend == "driver"
+        switches = thread_switches() if driver else 0
         generation = reader.generation() if reader.generation is not None else None
         group0 = None
         if reader.group is not None and reader.backend == "perf-read":
@@ -160,13 +170,14 @@ class Counters:
             cycles = c if reader.cycles else None
             instructions = i if reader.instructions else None
         after = reader.generation() if reader.generation is not None else None
+        switched = (switches, thread_switches()) if driver else None
         return Sample(
             reader.backend or "", reader.scope, reader.exact, cycles, instructions,
             time.perf_counter_ns(), tuple(sorted(reader.widths.items())),
             self._pinned.cpu, generation,
             None if group0 is None else group0.time_enabled,
             None if group0 is None else group0.time_running, id(self), after,
-            perf.user_reads_token())
+            perf.user_reads_token(), switched)
 
     def _usable(self) -> Reader:
         if self._reader is None:

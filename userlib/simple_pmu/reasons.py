@@ -227,6 +227,14 @@ MEASURE_WINDOW_INVALID = _t(
     "the driver's counters on CPU {cpu} could not be read through the whole measurement "
     "(a read faulted, or the thread left the CPU); counts discarded, measure again")
 
+MEASURE_SWITCHED_OUT = _t(
+    "measure_switched_out",
+    "not exact: the thread was switched out during the measurement on CPU {cpu}, so the "
+    "CPU's counts include the work of the tasks that ran there meanwhile (scope \"cpu\" "
+    "counts every task); measure again for the block's own count, or use the default "
+    "scope (perf, this thread)",
+    "measure() without scope (perf, this thread) where perf self-monitoring is allowed")
+
 # Window: why a window gave no counts
 WINDOW_NOT_BEGUN = _t(
     "window_not_begun",

@@ -6,6 +6,7 @@ Nothing here executes an instruction that can fault; CPUID never does.
 from __future__ import annotations
 
 import platform
+import resource
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -56,6 +57,13 @@ def read_int(path: Path) -> int | None:
         return int(text.strip(), 0)
     except ValueError:
         return None
+
+
+def thread_switches() -> int:
+    """The calling thread's context switches so far, voluntary and not (getrusage
+    RUSAGE_THREAD, as cycles.h's cycles_switches())."""
+    usage = resource.getrusage(resource.RUSAGE_THREAD)
+    return usage.ru_nvcsw + usage.ru_nivcsw
 
 
 def machine() -> str:

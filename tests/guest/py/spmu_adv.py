@@ -1,17 +1,18 @@
 """simple_pmu.measure() under attack (tests/guest/arm64/46-adversarial.sh runs perfchurn
 on the same CPU): python3 spmu_adv.py CPU SCOPE N RUNS. Pinned to CPU, RUNS blocks of
-known_loop(N) with measure(scope=SCOPE). A block that is ok must count the same
-instructions as every other ok block, at least 2N; the others are flagged. On the perf
-backends (thread scope) the reads are Python calls, and the interpreter's own work
-between them (allocator state, the adaptive interpreter warming up) varies between
-runs: seen 17507 and 17776 for known_loop(1000) on trixie (before WARMUP). There an
-ok block must count at least 2N and at most PY_SLACK above the smallest ok block (a count of another
-thread or another counter is off by far more); the spread is printed. The driver
-(cpu scope) reads in C (DriverSpan): identical counts, where exact; an ok block
-that is not exact (the driver before 5.17: advisory) is counted, not judged. Prints
-"scope=S backend=B runs=R valid=V flagged=F count=C"; "FAIL: ..." and exit 1 on an ok
-block with another count; "SKIP: ..." and exit 3 when no ok block could be measured
-because the scope is refused here (its reason printed).
+known_loop(N) with measure(scope=SCOPE). The reads are Python calls (perf backends) or
+C calls made from Python (the driver's DriverSpan), and the interpreter's own work
+between them (allocator state, the adaptive interpreter's re-specialisation) varies
+between runs: seen 17507 and 17776 for known_loop(1000) on trixie on perf (before
+WARMUP), 4483 and 4531 on the driver. So an ok, exact block must count at least 2N and
+at most PY_SLACK above the smallest ok, exact block (a count of another thread, another
+task or another counter is off by far more); the spread is printed. cycles.h's C reader
+(advreader) is the one judged on identical counts. A block that is ok but not exact
+(the driver before 5.17, or the thread was switched out in it) is counted ("advisory"),
+not judged; one without counts is counted as flagged. Prints
+"scope=S backend=B runs=R valid=V flagged=F advisory=A count=C spread=D"; "FAIL: ..."
+and exit 1 on an ok block out of bounds; "SKIP: ..." and exit 3 when no block was ok
+(the last reason printed).
 ADV_AT_LEAST=1 (47-perf-own-tests.sh): an ok block must count at least 2N; blocks that
 count more than the smallest are counted ("over=") instead of failing (the module's
 CPU-wide count while other programs share the CPU counts theirs too)."""
@@ -33,7 +34,7 @@ def main() -> int:
     os.sched_setaffinity(0, {cpu})
     at_least = bool(os.environ.get("ADV_AT_LEAST"))
     gc.disable()  # a collection inside a block would add thousands of instructions
-    want, valid, flagged, advisory, backend, reason = None, 0, 0, 0, None, None
+    valid, flagged, advisory, backend, reason = 0, 0, 0, None, None
     counts = []
     for _ in range(WARMUP):
         with simple_pmu.measure(scope=scope):
@@ -50,15 +51,11 @@ def main() -> int:
             advisory += 1
             continue
         valid += 1
-        if (at_least or m.backend != "driver") and m.instructions >= 2 * n:
-            counts.append(m.instructions)
-            continue
-        if want is None:
-            want = m.instructions
-        if m.instructions != want or m.instructions < 2 * n:
+        if m.instructions < 2 * n:
             print(f"FAIL: measure(scope={scope!r}) backend {m.backend}: run {i} is ok with "
-                  f"{m.instructions} instructions for known_loop({n}); other runs {want}")
+                  f"{m.instructions} instructions for known_loop({n}), below 2n")
             return 1
+        counts.append(m.instructions)
     if not valid and not advisory:
         print(f"SKIP: measure(scope={scope!r}) never ok here (backend {backend}): {reason}")
         return 3
@@ -73,12 +70,12 @@ def main() -> int:
               f"advisory={advisory} count={low} spread={high - low}")
         return 0
     if at_least and counts:
-        want = min(counts)
+        low = min(counts)
         print(f"scope={scope} backend={backend} runs={runs} valid={valid} flagged={flagged} "
-              f"count={want} over={sum(c > want for c in counts)}")
+              f"count={low} over={sum(c > low for c in counts)}")
         return 0
     print(f"scope={scope} backend={backend} runs={runs} valid={valid} flagged={flagged} "
-          f"advisory={advisory} count={want}")
+          f"advisory={advisory} count=None")
     return 0
 
 
