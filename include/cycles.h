@@ -1864,6 +1864,7 @@ struct cycles_window {
 	unsigned int epoch;		/* perf path: the thread's events' */
 	unsigned int faults;		/* perf path: the thread's, at begin */
 	long switches;			/* module path: context switches at begin */
+	long switches_end;		/* ... and at a valid end */
 };
 
 /* A counter's bit in the mask of cycles_window_begin_fixed(). */
@@ -2070,6 +2071,7 @@ static inline int cycles_window_begin_mask(struct cycles_window *w,
 	    (w->fixed & ~w->on_fixed))
 		return -1;
 	w->switches = cycles_switches();
+	w->switches_end = w->switches;
 	cycles_guard_begin(t);
 	w->guarded = 1;
 	w->epoch = t->epoch;
@@ -2182,9 +2184,10 @@ static inline unsigned int cycles_window_end(struct cycles_window *w)
 	 * perf's now, or its events were re-chosen meanwhile), perf granted
 	 * it the counters itself: a moved counter stayed readable, no fault.
 	 */
+	w->switches_end = cycles_switches();
 	return CYCLES_VALID | (t->module_exact && w->pinned &&
 			       w->epoch == t->epoch &&
-			       w->switches == cycles_switches() &&
+			       w->switches == w->switches_end &&
 			       !(t->ready && t->path == CYCLES_PATH_PERF_MMAP) ?
 			       CYCLES_EXACT : 0);
 }

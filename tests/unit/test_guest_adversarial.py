@@ -140,7 +140,7 @@ def test_loads_the_module_itself_and_unloads_it_after(tmp_path):
     assert r.returncode == 0, r.stdout + r.stderr
     assert log.read_text().split("\n")[:-1] == [
         "modprobe simple-pmu", "rmmod simple-pmu", "modprobe simple-pmu recheck_ms=10",
-        "rmmod simple-pmu", "modprobe simple-pmu", "rmmod simple-pmu"]
+        "rmmod simple-pmu"]
     assert seen.read_text().split() == ["100", "10"]  # thread scope, then cpu scope
     assert not (tmp_path / "sysfs").exists()
 
@@ -154,6 +154,21 @@ def test_leaves_a_loaded_module_loaded(tmp_path):
     r = run_script(tmp_path, SCRIPT)
     assert r.returncode == 0, r.stdout + r.stderr
     assert log.read_text().split("\n")[-2] == "modprobe simple-pmu"  # defaults, loaded
+    assert (tmp_path / "sysfs" / "recheck_ms").read_text() == "100\n"
+
+
+def test_a_failure_after_the_reload_still_restores_the_defaults(tmp_path):
+    """Loaded before 46; Python's scope cpu fails at recheck_ms=10: the module is left
+    loaded with its defaults, for the tests after."""
+    bindir = stage(tmp_path)
+    log = module_fakes(tmp_path, bindir)
+    py = '[ "$3" = cpu ] && { echo "FAIL: run 7 is ok with 1"; exit 1; }\n' + PY_OK
+    for name, body in (("advreader", READER_OK), ("perfchurn", CHURN_OK),
+                       ("python3", py), ("dmesg", "")):
+        fake(bindir, name, body)
+    r = run_script(tmp_path, SCRIPT)
+    assert r.returncode == 1 and "run 7 is ok" in r.stdout, r.stdout + r.stderr
+    assert log.read_text().split("\n")[-3:-1] == ["rmmod simple-pmu", "modprobe simple-pmu"]
     assert (tmp_path / "sysfs" / "recheck_ms").read_text() == "100\n"
 
 
@@ -214,16 +229,18 @@ def known_loop(n):
 '''
 
 
-def spmu_adv(tmp_path, backend, counts, scope="thread"):
+def spmu_adv(tmp_path, backend, counts, scope="thread", warm=()):
     import os
     import subprocess
     import sys
     from pathlib import Path
     (tmp_path / "simple_pmu.py").write_text(FAKE_PMU)
     script = Path(__file__).resolve().parents[1] / "guest" / "py" / "spmu_adv.py"
-    # 30 warm-up blocks first (spmu_adv.WARMUP), far off: never judged.
+    # 30 warm-up blocks first (spmu_adv.WARMUP), far off: never judged; for scope cpu
+    # then blocks until one is ok (warm: the flagged ones, -1; then one ok).
+    extra = [*warm, 99999] if scope == "cpu" else []
     env = dict(os.environ, PYTHONPATH=str(tmp_path), FAKE_BACKEND=backend,
-               FAKE_COUNTS=",".join(map(str, [99999] * 30 + list(counts))))
+               FAKE_COUNTS=",".join(map(str, [99999] * 30 + extra + list(counts))))
     return subprocess.run([sys.executable, str(script), "0", scope, "1000",
                            str(len(counts))], capture_output=True, text=True, env=env,
                           timeout=30)
@@ -255,6 +272,14 @@ def test_spmu_adv_driver_blocks_within_the_interpreter_bound(tmp_path):
     (tmp_path / "low").mkdir()
     r = spmu_adv(tmp_path / "low", "driver", [4483, 1999], scope="cpu")
     assert r.returncode == 1 and "run 1 is ok with 1999" in r.stdout, r.stdout
+
+
+def test_spmu_adv_cpu_scope_warms_up_until_a_block_is_ok(tmp_path):
+    """Flagged blocks after the fixed warm-up (reads not back yet) are warm-up too, not
+    runs; the time it took is printed."""
+    r = spmu_adv(tmp_path, "driver", [4483, 4490], scope="cpu", warm=[-1, -1, -1])
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "runs=2 valid=2 flagged=0 advisory=0 count=4483 spread=7 waited=" in r.stdout
 
 
 def test_spmu_adv_advisory_blocks_are_counted_not_judged(tmp_path, monkeypatch):

@@ -303,7 +303,7 @@ def test_measure_switched_out_is_not_exact(driver_measure, mods, monkeypatch, tm
     # Not exact for a reason cycles.h knows and measure() does not: still not exact.
     m = driver_measure((100, 200, 300, 400), exact=0)
     assert m.ok and m.exact is False
-    assert [n.code for n in m.notes] == ["driver_advisory"]
+    assert [n.code for n in m.notes] == ["measure_not_exact"]
 
 
 def test_measure_starts_on_one_path_after_faulting_reads(driver_measure, simple_pmu,
@@ -329,74 +329,171 @@ def test_measure_starts_on_one_path_after_faulting_reads(driver_measure, simple_
     monkeypatch.setattr(FakeSpan, "start", start)
     m = driver_measure((100, 200, 300, 400))
     assert m.ok and (m.cycles, m.instructions) == (100, 100)
-    assert len(callers) == 1 and callers[0][0] == "__enter__", callers
+    assert len(callers) == 1, callers
+    assert callers[0][0] == "_start_when_readable" and "_retrying" not in callers[0], callers
 
 
-def test_measure_start_faulting_after_the_wait_flags_the_block(driver_measure, simple_pmu,
-                                                               monkeypatch):
-    """Access withdrawn again between the wait and the start: the block has no counts
-    and says why (strict: CounterUnavailable); the fault never reaches the caller."""
+def test_measure_start_faulting_after_the_wait_waits_again(driver_measure, simple_pmu,
+                                                           monkeypatch):
+    """Access withdrawn again between the wait and the start: measure() waits again and
+    starts from the same place; faulting for good (past the retry bound), the block has
+    no counts and says why (strict: CounterUnavailable); the fault never reaches the
+    caller."""
+    import inspect
     starts = []
+    fail_first = [1]
 
     def start(self) -> None:
-        starts.append(1)
-        if len(starts) == 1:  # withdrawn once, just after the wait
+        starts.append([f.function for f in inspect.stack()[1:3]])
+        if fail_first[0] > 0:
+            fail_first[0] -= 1
             raise simple_pmu.CounterFault("user access is off there (fake)", "trial_fault")
     monkeypatch.setattr(FakeSpan, "start", start)
     m = driver_measure((100, 200, 300, 400))
-    assert not m.ok and m.cycles is None and "off there (fake)" in m.reason
-    assert len(starts) == 1  # not started again from a retry: one path to the block
-    starts.clear()
-    with pytest.raises(simple_pmu.CounterUnavailable, match="off there"), \
+    assert m.ok and len(starts) == 2
+    assert {s[0] for s in starts} == {"_start_when_readable"}
+    fail_first[0] = 10**9  # never comes back
+    m = driver_measure((100, 200, 300, 400))
+    assert not m.ok and m.cycles is None
+    assert m.reason.startswith("driver: ") and "off there (fake)" in m.reason
+    with pytest.raises(simple_pmu.CounterUnavailable, match="off there") as info, \
             simple_pmu.measure("driver", strict=True):
         pass
+    assert info.value.code == "counter_fault"  # the fault's own code
 
 
-def test_a_transient_driver_refusal_is_probed_again(driver_measure, mods, simple_pmu,
-                                                    monkeypatch):
-    """The cached report refused the driver only because its trial reads kept faulting
-    (perf was using the PMU all along: 46 beside perfchurn): measure(scope="cpu") probes
-    the driver again instead of refusing for the rest of the process; a refusal for any
-    other reason is kept."""
-    probe, measure, reasons = mods["probe"], mods["measure"], mods["reasons"]
+@pytest.fixture
+def refused_driver(driver_measure, mods, monkeypatch, tmp_path):
+    """The cached report refusing the driver with the given reasons; probe_driver faked
+    to answer from a list (the calls recorded); perf_user_access present (5.17+)."""
+    probe, measure = mods["probe"], mods["measure"]
+    pua = tmp_path / "perf_user_access"
+    pua.write_text("1\n")
+    monkeypatch.setattr(mods["sysinfo"], "PERF_USER_ACCESS", str(pua))
     report = measure._cache["report"]
     usable = report.get("driver")
-    fault = reasons.TRIAL_FAULT.format(what="the cycle counter", cpu=CPUS[0],
-                                       signal="SIGILL")
-    refused = probe.Backend("driver", "fake", False, (fault,), scope="cpu")
-    monkeypatch.setattr(measure, "_cache", {"report": probe.Report(
-        report.cpu, tuple(refused if b.name == "driver" else b for b in report.backends))})
-    answers = [refused, usable]
-    calls = []
-
-    def probe_driver(cpu):
-        calls.append(cpu)
-        return answers.pop(0)
-    monkeypatch.setattr(probe, "probe_driver", probe_driver)
+    monkeypatch.setattr(measure, "_reprobe", measure._Reprobe())
+    monkeypatch.setattr(measure, "REPROBE_INTERVAL_S", 0.0)
     FakeSpan.values_ = (100, 200, 300, 400)
     FakeSpan.info_ = {"cpu": CPUS[0], "cycle_index": 31, "insn_index": 5,
                       "generation_before": 10, "generation_after": 10, "valid": 1,
                       "exact": 1, "switched": 0}
+    state = {"answers": [], "calls": 0, "usable": usable}
+
+    def probe_driver(cpu):
+        state["calls"] += 1
+        return state["answers"].pop(0)
+    monkeypatch.setattr(probe, "probe_driver", probe_driver)
+
+    def refuse(*why):
+        refused = probe.Backend("driver", "fake", False, why, scope="cpu")
+        monkeypatch.setattr(measure, "_cache", {"report": probe.Report(
+            report.cpu, tuple(refused if b.name == "driver" else b
+                              for b in report.backends))})
+        monkeypatch.setattr(measure, "_local", measure._ThreadState())
+        return refused
+    state["refuse"] = refuse
+    return state
+
+
+def _fault(reasons):
+    return reasons.TRIAL_FAULT.format(what="the cycle counter", cpu=CPUS[0],
+                                      signal="SIGILL")
+
+
+def test_a_transient_driver_refusal_is_probed_again(refused_driver, mods, simple_pmu):
+    """The cached report refused the driver only because its trial reads kept faulting
+    (arm64 5.17+: perf was using the PMU all along, 46 beside perfchurn):
+    measure(scope="cpu") probes the driver again instead of refusing for the rest of the
+    process; once usable, it is kept."""
+    refused = refused_driver["refuse"](_fault(mods["reasons"]))
+    refused_driver["answers"] += [refused, refused_driver["usable"]]
     with simple_pmu.measure(scope="cpu") as m:  # probed again: still faulting
         pass
-    assert len(calls) == 1 and not m.ok and m.reason.code == "no_counter_backend"
+    assert refused_driver["calls"] == 1 and not m.ok
+    assert m.reason.code == "no_counter_backend"
     with simple_pmu.measure(scope="cpu") as m:  # probed again: reads work now
         pass
-    assert len(calls) == 2 and m.ok and m.backend == "driver" and m.cycles == 100
+    assert refused_driver["calls"] == 2 and m.ok and m.backend == "driver"
     with simple_pmu.measure(scope="cpu") as m:  # usable now: kept, no more probes
         pass
-    assert len(calls) == 2 and m.ok
-    # Not loaded: not transient, never probed again by measure().
-    gone = probe.Backend("driver", "fake", False,
-                         (reasons.DRIVER_NOT_LOADED.format(path="/x"),), scope="cpu")
-    monkeypatch.setattr(measure, "_cache", {"report": probe.Report(
-        report.cpu, tuple(gone if b.name == "driver" else b for b in report.backends))})
-    monkeypatch.setattr(measure, "_local", measure._ThreadState())
+    assert refused_driver["calls"] == 2 and m.ok
+
+
+def test_counters_probe_a_transient_refusal_again(refused_driver, mods, simple_pmu):
+    refused_driver["refuse"](_fault(mods["reasons"]))
+    refused_driver["answers"].append(refused_driver["usable"])
+    with simple_pmu.Counters(scope="cpu") as counters:
+        assert counters.backend == "driver"
+    assert refused_driver["calls"] == 1
+
+
+def test_the_re_probe_is_rate_limited(refused_driver, mods, simple_pmu, monkeypatch):
+    """At most one re-probe per REPROBE_INTERVAL_S: a loop over a refused driver does not
+    spin for the retry bound on every pass."""
+    monkeypatch.setattr(mods["measure"], "REPROBE_INTERVAL_S", 3600.0)
+    refused = refused_driver["refuse"](_fault(mods["reasons"]))
+    refused_driver["answers"] += [refused] * 5
+    mods["measure"]._reprobe.last = float("-inf")
+    for _ in range(5):
+        with simple_pmu.measure(scope="cpu") as m:
+            pass
+        assert not m.ok
+    assert refused_driver["calls"] == 1
+
+
+@pytest.mark.parametrize("case", ["not-loaded", "not-counting", "before-5.17", "x86"])
+def test_lasting_refusals_are_not_probed_again(refused_driver, mods, simple_pmu,
+                                                monkeypatch, case):
+    """Not loaded, counters standing still (a release mismatch), arm64 before 5.17 (perf
+    never withdraws access there) and x86 (a fault is RDPMC trapped): refused for good,
+    measure() does not spin on them."""
+    reasons = mods["reasons"]
+    why = {"not-loaded": reasons.DRIVER_NOT_LOADED.format(path="/x"),
+           "not-counting": reasons.NOT_COUNTING.format(what="the cycle counter",
+                                                      cpu=CPUS[0], first=5, second=5)
+           }.get(case, _fault(reasons))
+    refused_driver["refuse"](why)
+    if case == "before-5.17":
+        monkeypatch.setattr(mods["sysinfo"], "PERF_USER_ACCESS", "/nonexistent/pua")
+    if case == "x86":
+        report = mods["measure"]._cache["report"]
+        cpu = mods["sysinfo"].CpuInfo("x86_64", "GenuineIntel", "x", frozenset(), None, None)
+        mods["measure"]._cache["report"] = mods["probe"].Report(cpu, report.backends)
     for _ in range(2):
         with simple_pmu.measure(scope="cpu") as m:
             pass
         assert not m.ok
-    assert len(calls) == 2
+    assert refused_driver["calls"] == 0
+
+
+def test_other_threads_do_not_wait_for_a_re_probe(refused_driver, mods, simple_pmu):
+    """The re-probe spins up to the retry bound outside the probe lock: another thread's
+    report comes meanwhile (a default-scope measure() would be stuck behind it)."""
+    import threading
+    measure = mods["measure"]
+    refused = refused_driver["refuse"](_fault(mods["reasons"]))
+    inside, release = threading.Event(), threading.Event()
+
+    def slow_probe(cpu):
+        inside.set()
+        release.wait(10)
+        return refused
+    mods["probe"].probe_driver = slow_probe  # restored by the fixture's monkeypatch
+    t = threading.Thread(target=lambda: measure._default_report("cpu"))
+    t.start()
+    try:
+        assert inside.wait(10)
+        got = []
+        other = threading.Thread(target=lambda: got.append(measure._default_report()))
+        other.start()
+        other.join(5)
+        assert got and got[0] is measure._cache["report"], "blocked behind the re-probe"
+        # A second scope cpu caller meanwhile does not start a second re-probe either.
+        assert measure._default_report("cpu") is measure._cache["report"]
+    finally:
+        release.set()
+        t.join(10)
 
 
 def test_measure_refuses_a_bad_event_width(driver_measure, fake, simple_pmu):

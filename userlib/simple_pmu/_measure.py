@@ -93,10 +93,6 @@ PERF_USER_READS_ADVISORY = reasons.DRIVER_ADVISORY.format(
     why="this thread had perf events with user reads open (perf then grants it the "
         "counters itself, so a counter perf moved stays readable, without a fault)")
 
-# cycles.h's window over the block was valid but not exact, for none of the above.
-WINDOW_NOT_EXACT = reasons.DRIVER_ADVISORY.format(
-    why="cycles.h's window over the block said valid, not exact")
-
 _T = TypeVar("_T")
 
 
@@ -351,18 +347,50 @@ _local = _ThreadState()
 _readers: weakref.WeakSet[Reader] = weakref.WeakSet()
 
 
+@dataclass
+class _Reprobe:
+    """The driver's re-probe (see _default_report); under _probe_lock."""
+
+    last: float = float("-inf")  # time.monotonic() at the last probe of the driver
+    busy: bool = False  # a thread is probing it again now
+
+
+REPROBE_INTERVAL_S = 1.0  # at most one re-probe of a transiently refused driver per second
+_reprobe = _Reprobe()
+
+
 def _default_report(scope: str | None = None) -> Report:
-    """The process's probe report, probed on first use. For scope "cpu", a driver that
-    the cached report refused only because its reads kept faulting (perf was using the
-    PMU: transient) is probed again first, so that it is not refused for the rest of
-    the process (each such measure() waits up to the probe's retry bound)."""
+    """The process's probe report, probed on first use.
+
+    For scope "cpu": a driver the report refused only because its trial reads kept
+    faulting where perf withdraws access (arm64 >= 5.17: perf was using the PMU on
+    every CPU tried; see _probe.driver_refusal_transient) is probed again, at most once
+    every REPROBE_INTERVAL_S, so that it is not refused for the rest of the process.
+    That call waits up to the probe's retry bound (2 * recheck_ms + 0.1 s, spinning);
+    the others meanwhile use the report as it is."""
     with _probe_lock:
         report = _cache.get("report")
         if not isinstance(report, Report):
             report = _cache["report"] = probe()
-        elif scope == "cpu" and driver_refusal_transient(report):
-            report = _cache["report"] = reprobe_driver(report)
-        return report
+            _reprobe.last = time.monotonic()
+            return report
+        if (scope != "cpu" or _reprobe.busy or not driver_refusal_transient(report)
+                or time.monotonic() - _reprobe.last < REPROBE_INTERVAL_S):
+            return report
+        _reprobe.busy = True
+    # Outside the lock: other threads' measure() must not wait for the spin.
+    try:
+        fresh = reprobe_driver(report)
+    finally:
+        with _probe_lock:
+            _reprobe.busy = False
+            _reprobe.last = time.monotonic()
+    with _probe_lock:
+        current = _cache.get("report")
+        if current is report:  # not forgotten or replaced meanwhile
+            _cache["report"] = fresh
+            return fresh
+        return current if isinstance(current, Report) else fresh
 
 
 def _driver_gone(report: Report, scope: str) -> bool:
@@ -404,11 +432,15 @@ def _after_fork_in_child() -> None:
     """In a forked child: the parent's readers count the parent's threads and their mmap
     pages are not mapped here (VM_DONTCOPY; the extension forgets them without munmap).
     Close the child's copies of their descriptors; the child opens its own on first use."""
-    global _local
+    global _local, _probe_lock
     for reader in list(_readers):
         reader.close()
     _readers.clear()
     _local = _ThreadState()
+    # Another thread of the parent may have held it at the fork (a re-probe): the child
+    # has no such thread, and would wait for ever.
+    _probe_lock = threading.Lock()
+    _reprobe.busy = False
 
 
 os.register_at_fork(after_in_child=_after_fork_in_child)
@@ -449,6 +481,27 @@ def _retrying(reader: Reader, call: Callable[[], _T]) -> _T:
             if time.monotonic() >= deadline:
                 raise CounterUnavailable(f"{reader.backend}: {exc}", exc.code) from None
             retry_pause()
+
+
+def _start_when_readable(reader: Reader, span: native.DriverSpan) -> int:
+    """Start the span once reads work; perf_counter_ns() just before its start.
+
+    Waits for reads first (_retrying), then starts; a start whose reads fault again
+    (perf used the PMU on that CPU once more) waits again, within one retry bound. So
+    the start that succeeds is always reached, and returns, on the same path: a start
+    retried from inside _retrying returned through it and its handler, which the block
+    counted (46 on trixie: 4538 against 4511 for the same loop)."""
+    assert native is not None
+    deadline = time.monotonic() + reader.retry_s
+    while True:
+        _retrying(reader, native.driver_cycles)
+        t0 = time.perf_counter_ns()  # after the wait: time_ns is the block's
+        try:
+            span.start()  # the last thing before the block
+            return t0
+        except CounterFault as exc:
+            if time.monotonic() >= deadline:
+                raise CounterUnavailable(f"{reader.backend}: {exc}", exc.code) from None
 
 
 def first_read(reader: Reader) -> tuple[int, int]:
@@ -524,19 +577,7 @@ class measure:  # noqa: N801 - used as a function: with measure() as m
                     self.g0 = reader.group.read()
                 self.i0, self.c0 = first_read(reader)
                 return result
-            self.t0 = time.perf_counter_ns()
-            # Wait for reads first, so that the start is reached on one path whatever
-            # came before: a start retried from _retrying returned through it and its
-            # handler, counted in the block (46 on trixie: 4538 against 4511).
-            _retrying(reader, native.driver_cycles)
-            span.start()  # the last thing before the block
-        except CounterFault as err:
-            # Access withdrawn again between the wait and the start (perf used the PMU
-            # on that CPU once more): no counts for this block.
-            if self.strict:
-                self._close()
-                raise CounterUnavailable(f"{reader.backend}: {err}", err.code) from None
-            self.unavailable = as_reason(str(err), err.code)
+            self.t0 = _start_when_readable(reader, span)
         except CounterUnavailable as err:
             # Reads did not come back within the retry time (perf keeps using the PMU
             # on that CPU): a result without counts and with the reason, as for any
@@ -630,7 +671,8 @@ class measure:  # noqa: N801 - used as a function: with measure() as m
             # cycles.h's window said valid, not exact: say why where it is known.
             result.exact = False
             result.notes += (reasons.MEASURE_SWITCHED_OUT.format(cpu=info["cpu"])
-                             if info["switched"] else WINDOW_NOT_EXACT,)
+                             if info["switched"]
+                             else reasons.MEASURE_NOT_EXACT.format(cpu=info["cpu"]),)
         if reader.cycles:
             result.cycles = wrap_delta(c0, c1, widths.get("cycles", COUNTER_BITS))
         if reader.instructions:

@@ -759,8 +759,8 @@ static PyObject *driverspan_stop(DriverSpan *self, PyObject *unused)
 	if (self->insn)
 		self->i1 = cycles_window_read(&self->w, CYCLES_INSN);
 	driverspan_close(self);
-	/* Begin took the count (the window's, as its end compares). */
-	self->switched = cycles_switches() != self->w.switches;
+	/* The counts the window's end compared (equal unless it got that far). */
+	self->switched = self->w.switches != self->w.switches_end;
 	self->gen1 = cycles_generation();
 	self->stopped = self->started;
 	Py_RETURN_NONE;

@@ -75,6 +75,7 @@ X86_INST_RETIRED = 0xC0  # INST_RETIRED.ANY in perf's x86 raw encoding (event | 
 DEFAULT_RECHECK_MS = 100  # the module's default period (sysfs recheck_ms)
 RETRY_MARGIN_S = 0.1  # beyond the documented 2 * recheck_ms
 RETRY_PAUSE_S = 0.0001  # between two trial reads, spinning (see retry_pause)
+CHILD_RETRY_PAUSE_S = 0.01  # between two trials in forked children (see _Retry.run)
 # What the driver counts (sysfs ring, arm64): bit 0 kernel, bit 1 user.
 RING_BITS = (("user", 2), ("kernel", 1))
 
@@ -314,7 +315,10 @@ class _Retry:
                     problem = problem.extended(reasons.RETRIED.format(
                         attempts=attempts, ms=self._elapsed_ms()))
                 return problem
-            retry_pause()
+            if _in_process_safe():
+                retry_pause()
+            else:  # each trial forks a child: spinning gains nothing, forks cost
+                time.sleep(CHILD_RETRY_PAUSE_S)
 
     def _elapsed_ms(self) -> int:
         return round((time.monotonic() - self.started) * 1000)
@@ -812,17 +816,17 @@ def probe() -> Report:
     return Report(cpu, (probe_driver(cpu), rdpmc, read, timer), native_error)
 
 
-# The driver's trial reads faulted or stood still on every CPU tried, retried to the bound:
-# perf was using the PMU there all along. It may not be a minute later.
-TRANSIENT_DRIVER_CODES = frozenset({reasons.TRIAL_FAULT.code, reasons.NOT_COUNTING.code})
-
-
 def driver_refusal_transient(report: Report) -> bool:
-    """The report's driver is unusable only because its trial reads faulted (or its
-    counters stood still) until the retry bound."""
+    """The report's driver is unusable only because its trial reads faulted until the
+    retry bound, where that is transient: arm64 with perf_user_access (5.17+), where
+    perf withdraws EL0 access whenever it uses the PMU on a CPU (it was using it all
+    along) and the module gives it back. Elsewhere a fault does not pass by itself
+    (x86: RDPMC trapped; arm64 before 5.17 perf leaves access alone), and counters that
+    stand still (not_counting) are a mismatch, not a moment."""
     driver = report.get("driver")
-    return (not driver.usable and bool(driver.reasons)
-            and all(reasons.as_reason(r).code in TRANSIENT_DRIVER_CODES
+    return (report.cpu.arch == "aarch64" and Path(sysinfo.PERF_USER_ACCESS).exists()
+            and not driver.usable and bool(driver.reasons)
+            and all(reasons.as_reason(r).code == reasons.TRIAL_FAULT.code
                     for r in driver.reasons))
 
 

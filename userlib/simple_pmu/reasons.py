@@ -235,6 +235,11 @@ MEASURE_SWITCHED_OUT = _t(
     "scope (perf, this thread)",
     "measure() without scope (perf, this thread) where perf self-monitoring is allowed")
 
+MEASURE_NOT_EXACT = _t(
+    "measure_not_exact",
+    "not exact: cycles.h's window over the measurement on CPU {cpu} was valid but not "
+    "exact, so the counts are the CPU's, not necessarily the block's alone")
+
 # Window: why a window gave no counts
 WINDOW_NOT_BEGUN = _t(
     "window_not_begun",

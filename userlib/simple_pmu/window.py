@@ -34,7 +34,8 @@ simple-pmu module's counters: pin the thread first (os.sched_setaffinity), or th
 is invalid as soon as it moves; exact on arm64 >= 5.17, advisory elsewhere
 (WindowResult.exact False), and advisory too where this thread had perf events with user
 reads open meanwhile (its own scope "thread" state, measure(), Counters: perf then grants
-the thread the counters itself). While a scope "thread" window is open, its thread cannot
+the thread the counters itself) or was switched out inside the window (the CPU's counts
+then hold the other tasks' work). While a scope "thread" window is open, its thread cannot
 use scope "cpu" (begin(), measure(scope="cpu")): CounterUnavailable says so; end it first.
 """
 

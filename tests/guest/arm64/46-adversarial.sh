@@ -28,7 +28,11 @@ if [ -f $PUA ]; then
 	echo 1 > $PUA
 fi
 churn_pid=
-trap '[ -n "$churn_pid" ] && kill $churn_pid 2>/dev/null; [ -n "$pua0" ] && echo "$pua0" > $PUA; others_online; [ -z "$loaded" ] || rmmod $MOD' EXIT
+# reloaded: the module runs at recheck_ms=10 (Python's scope cpu, below). At the end
+# it is unloaded if 46 loaded it, else loaded again with its defaults (as the guest's
+# tests load it), also when a check failed on the way.
+reloaded=
+trap '[ -n "$churn_pid" ] && kill $churn_pid 2>/dev/null; [ -n "$pua0" ] && echo "$pua0" > $PUA; others_online; if [ -n "$loaded" ]; then rmmod $MOD; elif [ -n "$reloaded" ]; then rmmod $MOD; modprobe $MOD; fi' EXIT
 others_offline
 
 # spmu_spin(N) windows: small N keeps TCG time low; 500 pairs = 1000 reads a window.
@@ -95,6 +99,7 @@ echo "C cpu: $res; churn: $churn"
 for scope in thread cpu; do
 	if [ $scope = cpu ]; then
 		rmmod $MOD || fail "rmmod $MOD before reloading it with recheck_ms=10"
+		reloaded=1
 		modprobe $MOD recheck_ms=10 || fail "modprobe $MOD recheck_ms=10"
 		[ "$(cat $SYSFS/recheck_ms)" = 10 ] ||
 			fail "recheck_ms is $(cat $SYSFS/recheck_ms) after modprobe recheck_ms=10"
@@ -114,6 +119,4 @@ for scope in thread cpu; do
 	fi
 	echo "Python $scope: $res; churn: $churn"
 done
-# Back to the defaults for whatever runs next (the trap unloads it if 46 loaded it).
-rmmod $MOD && modprobe $MOD || fail "reloading $MOD with its defaults"
 kernel_log_clean
