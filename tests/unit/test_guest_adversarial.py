@@ -111,23 +111,14 @@ def test_python_cpu_scope_without_an_exact_block_on_5_17_fails(tmp_path):
 def test_python_thread_scope_refused_on_5_17_fails(tmp_path):
     """perf_user_access exists (5.17+), yet measure(scope="thread") had no ok block."""
     py = '[ "$3" = thread ] && { echo "SKIP: never ok"; exit 3; }\n' + PY_OK
-    bindir = stage(tmp_path)
-    module_fakes(tmp_path, bindir)
-    for name, body in (("advreader", READER_OK), ("perfchurn", CHURN_OK),
-                       ("python3", py), ("dmesg", "")):
-        fake(bindir, name, body)
-    pua = tmp_path / "perf_user_access"
-    pua.write_text("1\n")
-    text = (GUEST_46.read_text().replace("PUA=/proc/sys/kernel/perf_user_access",
-                                         f"PUA={pua}"))
-    r = run_script_text(tmp_path, text)
+    r = _with_pua(tmp_path, py)
     assert r.returncode == 1 and "Linux >= 5.17 with perf_user_access=1, yet" in r.stdout, \
         r.stdout + r.stderr
 
 
 def test_loads_the_module_itself_and_unloads_it_after(tmp_path):
     """Not loaded before: loaded, reloaded at recheck_ms=10 for Python's scope cpu (and
-    that setting checked), back to the defaults, and unloaded at the end."""
+    that setting checked), and unloaded at the end."""
     bindir = stage(tmp_path)
     (tmp_path / "sysfs").rmdir()
     log = module_fakes(tmp_path, bindir)
