@@ -273,6 +273,23 @@ def test_spmu_adv_cpu_scope_warms_up_until_a_block_is_ok(tmp_path):
     assert "runs=2 valid=2 flagged=0 advisory=0 count=4483 spread=7 waited=" in r.stdout
 
 
+def test_spmu_adv_never_ok_is_a_skip(tmp_path):
+    """No block ok (every one flagged): exit 3 and SKIP with the last reason, which 46
+    turns into a failure for scope cpu; never exit 0 with nothing judged."""
+    r = spmu_adv(tmp_path, "perf-rdpmc", [-1, -1, -1])
+    assert r.returncode == 3 and r.stdout.startswith("SKIP:"), r.stdout + r.stderr
+    assert "flagged" in r.stdout
+
+
+def test_python_cpu_scope_all_advisory_before_5_17_passes(tmp_path):
+    """Before 5.17 (no perf_user_access) the driver's blocks are advisory: none judged
+    is right there, not a failure."""
+    py = ('[ "$3" = cpu ] && { echo "scope=cpu backend=driver runs=300 valid=0 '
+          'flagged=0 advisory=300 count=None waited=0.0s"; exit 0; }\n' + PY_OK)
+    r = adversarial(tmp_path, python=py)
+    assert r.returncode == 0 and "Python cpu: scope=cpu" in r.stdout, r.stdout + r.stderr
+
+
 def test_spmu_adv_advisory_blocks_are_counted_not_judged(tmp_path, monkeypatch):
     monkeypatch.setenv("FAKE_EXACT", "0")
     r = spmu_adv(tmp_path, "driver", [4436, 4444], scope="cpu")

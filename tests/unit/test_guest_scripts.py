@@ -433,3 +433,24 @@ def test_has_is_not_killed_by_its_own_pipe():
     assert ok.returncode == 0
     old = subprocess.run(["bash", "-c", f'set -o pipefail\n{big}\necho "$big" | grep -q y'])
     assert old.returncode == 141
+
+
+# --- every in-guest Python check's failure fails its script ----------------------------
+
+def _commands(text: str) -> list[str]:
+    """The script's lines with continuations joined, comments and blanks dropped."""
+    joined = text.replace("\\\n", " ")
+    return [ln.strip() for ln in joined.splitlines()
+            if ln.strip() and not ln.strip().startswith("#")]
+
+
+@pytest.mark.parametrize("script", sorted(GUEST.glob("*/*.sh")), ids=lambda p: p.name)
+def test_python_checks_are_not_ignored(script):
+    """The guest judges a script by its exit status only, and lib.sh sets no -e: a
+    `python3 check.py` whose FAIL is not followed by `|| exit 1` (or fail) is ignored
+    unless it is the last command (26 ran spmu_check.py exact unchecked: its new
+    switched-out check failed in a guest with the extension broken, and 26 passed)."""
+    commands = _commands(script.read_text())
+    for i, cmd in enumerate(commands):
+        if cmd.startswith("python3 ") and "||" not in cmd:
+            assert i == len(commands) - 1, f"{script.name}: unchecked: {cmd}"

@@ -189,3 +189,31 @@ def test_thread_switches_counts_this_threads_switches(simple_pmu):
     t.join()  # this thread blocks once (or a few times), not 200
     assert seen[0] >= 200
     assert sysinfo.thread_switches() - after < 100
+
+
+def test_thread_switches_counts_preemption(simple_pmu):
+    """Preemption (involuntary: how perfchurn took the CPU in 46) is counted too: this
+    thread spins, without a system call, on one CPU beside a spinning process."""
+    import os
+    import subprocess
+    import sys
+    sysinfo = importlib.import_module("simple_pmu.sysinfo")
+    saved = os.sched_getaffinity(0)
+    cpu = min(saved)
+    hog = subprocess.Popen([sys.executable, "-c", "import os; os.sched_setaffinity(0, "
+                            f"{{{cpu}}}); print(flush=True)\nwhile True: pass"],
+                           stdout=subprocess.PIPE)
+    try:
+        hog.stdout.readline()  # pinned and spinning
+        os.sched_setaffinity(0, {cpu})
+        before = sysinfo.thread_switches()
+        end = time.monotonic() + 0.5
+        while time.monotonic() < end:  # vDSO clock: no system call, no voluntary switch
+            pass
+        after = sysinfo.thread_switches()
+    finally:
+        os.sched_setaffinity(0, saved)
+        hog.kill()
+        hog.wait()
+    assert after - before >= 1
+

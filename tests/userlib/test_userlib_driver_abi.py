@@ -475,9 +475,13 @@ def test_other_threads_do_not_wait_for_a_re_probe(refused_driver, mods, simple_p
     refused = refused_driver["refuse"](_fault(mods["reasons"]))
     inside, release = threading.Event(), threading.Event()
 
+    calls = []
+
     def slow_probe(cpu):
-        inside.set()
-        release.wait(10)
+        calls.append(cpu)
+        if len(calls) == 1:
+            inside.set()
+            release.wait(10)
         return refused
     mods["probe"].probe_driver = slow_probe  # restored by the fixture's monkeypatch
     t = threading.Thread(target=lambda: measure._default_report("cpu"))
@@ -491,6 +495,7 @@ def test_other_threads_do_not_wait_for_a_re_probe(refused_driver, mods, simple_p
         assert got and got[0] is measure._cache["report"], "blocked behind the re-probe"
         # A second scope cpu caller meanwhile does not start a second re-probe either.
         assert measure._default_report("cpu") is measure._cache["report"]
+        assert len(calls) == 1, "a second re-probe started beside the first"
     finally:
         release.set()
         t.join(10)

@@ -183,6 +183,33 @@ def exact() -> None:
              f" constant, in {BATCH_TRIES} tries")
     print(f"known_loop(n) = 2n + {base} exactly on every run; with measure(): 2n + "
           f"{min(extra)}..{max(extra)} (batch {attempt})")
+    switched_out()
+
+
+def switched_out() -> None:
+    """A block the thread sleeps in (a context switch: other tasks' work may be in the
+    CPU's counts) has its counts but is not exact, and from 5.17 (where the driver's
+    counts are otherwise exact) says why: the note measure_switched_out, from the
+    extension's DriverSpan (cycles.h's window), on the real module."""
+    pua = os.path.exists("/proc/sys/kernel/perf_user_access")
+    for _ in range(MAX_RETRIES):
+        with simple_pmu.measure("driver") as m:
+            time.sleep(0.01)
+        if m.ok:
+            break
+    else:
+        fail(f"measure('driver') around a sleep: never ok: {m.reason}")
+    codes = [n.code for n in m.notes]
+    if m.exact is not False:
+        fail(f"measure('driver') around a sleep: exact {m.exact}, notes {codes}")
+    if pua and "measure_switched_out" not in codes:
+        fail(f"measure('driver') around a sleep on 5.17+: notes {codes}, want "
+             "measure_switched_out")
+    with simple_pmu.measure("driver") as quiet:
+        simple_pmu.known_loop(1000)
+    if pua and quiet.ok and "measure_switched_out" in [n.code for n in quiet.notes]:
+        fail(f"a block without a sleep said switched out: {quiet}")
+    print(f"around a sleep: exact {m.exact}, notes {codes}")
 
 
 def window_overheads(scope: str, n: int) -> tuple[list[int], int]:
