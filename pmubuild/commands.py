@@ -119,9 +119,11 @@ def build_suite(kernel: str, arch: str, w1: bool) -> list[build.BuildResult]:
 
 def test_qemu(kernel: str, arch: str, timeout: float, jobs: int,
               stress_cycles: str = "", steps: matrixrun.Steps | None = None,
-              apt: PrivateApt | None = None, skips: list[str] | None = None) -> bool:
+              apt: PrivateApt | None = None, skips: list[str] | None = None,
+              fails: list[str] | None = None) -> bool:
     """Run the matrix and print its report; True when nothing failed. The SKIP lines, with
-    their reasons, are appended to `skips` when given. steps and apt: fakes for tests."""
+    their reasons, are appended to `skips` when given, the failures (with the end of their
+    output) to `fails`. steps and apt: fakes for tests."""
     combos = matrix.expand(kernel, arch)
     cycles = None
     if stress_cycles != "":
@@ -149,6 +151,8 @@ def test_qemu(kernel: str, arch: str, timeout: float, jobs: int,
           + (f", {len(retried)} guest(s) booted again" if retried else ""))
     if skips is not None:
         skips.extend(matrixrun.skipped(results))
+    if fails is not None:
+        fails.extend(matrixrun.failed(results))
     return failed == 0
 
 
@@ -203,6 +207,27 @@ def package_skips(log_lines: list[str]) -> list[str]:
     return out
 
 
+def pytest_failures(junit_xml: Path) -> list[str]:
+    """"pytest MODULE::TEST: first line of the failure" for each failed or erroring test."""
+    out = []
+    for case in ET.parse(junit_xml).iter("testcase"):
+        for bad in (case.find("failure"), case.find("error")):
+            if bad is not None:
+                msg = (bad.get("message") or "").strip().splitlines()
+                out.append(f"pytest {case.get('classname')}::{case.get('name')}: "
+                           f"{msg[0][:300] if msg else bad.tag}")
+    return out
+
+
+def fail_summary(fails: list[str]) -> list[str]:
+    """The failed checks again, last, so that the tail of a long log names them."""
+    if not fails:
+        return []
+    heads = [f for f in fails if not f.startswith("    | ")]
+    return [f"failed checks ({len(heads)}):", *(f"  FAIL {f}" if not f.startswith("    | ")
+                                                 else f"  {f}" for f in fails)]
+
+
 def skip_summary(skips: list[str]) -> list[str]:
     """The checks that could not run here, each with its reason, for the end of
     `invoke test`: skipped, so neither passed nor failed."""
@@ -222,6 +247,7 @@ def test_all(timeout: float, jobs: int) -> bool:
     log.parent.mkdir(parents=True, exist_ok=True)
     junit.unlink(missing_ok=True)
     skips: list[str] = []
+    fails: list[str] = []
     start = time.monotonic()
     with open(log, "w") as f:
         say("test-package: bookworm, trixie, sid (amd64), bookworm (arm64), bullseye (refusal)"
@@ -238,8 +264,9 @@ def test_all(timeout: float, jobs: int) -> bool:
                                      cwd=REPO).returncode == 0
             if junit.is_file():
                 skips += pytest_skips(junit)
+                fails += pytest_failures(junit)
             say(f"pytest done after {time.monotonic() - start:.0f}s")
-            qemu_ok = test_qemu("all", "all", timeout, jobs, skips=skips)
+            qemu_ok = test_qemu("all", "all", timeout, jobs, skips=skips, fails=fails)
             if pkg.poll() is None:
                 pkg.send_signal(pkgtest.MORE_LANES)  # the CPUs are free now
                 say(f"test-qemu done after {time.monotonic() - start:.0f}s; "
@@ -254,6 +281,10 @@ def test_all(timeout: float, jobs: int) -> bool:
     for line in summary if pkg_ok else summary + ["--- end of its log:", *lines[-40:]]:
         print(line)
     for line in skip_summary(skips + package_skips(lines)):
+        print(line)
+    fails += [f"test-package {x.strip().removeprefix('FAIL').lstrip(': ')}"
+              for x in summary if x.startswith("  FAIL")]
+    for line in fail_summary(fails):
         print(line)
     if not unit_ok:
         print("pytest failed (output above)")

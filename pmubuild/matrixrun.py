@@ -191,6 +191,21 @@ def skipped(results: list[ComboResult]) -> list[str]:
             for r in results for t in r.results if t.verdict == "SKIP"]
 
 
+def failed(results: list[ComboResult], lines: int = 12) -> list[str]:
+    """Each failed guest script (or guest) with the last lines of its output: repeated at
+    the very end of `invoke test`, because a CI log that keeps only its tail must still
+    name what failed."""
+    out = []
+    for r in results:
+        for t in r.results:
+            if t.verdict == "FAIL":
+                out.append(f"test-qemu {r.suite}/{r.arch} {t.name}: {t.detail}")
+                out.extend(f"    | {ln}" for ln in t.output[-lines:])
+        if r.error:
+            out.append(f"test-qemu {r.suite}/{r.arch} (guest): {r.error}")
+    return out
+
+
 def _stages(timings: list[tuple[str, float]]) -> str:
     """"prepare 4s, main guest 39s [initramfs 12s, boot 8s]": a stage's parts ("main
     guest: boot") in brackets after it."""

@@ -220,6 +220,23 @@ def test_exit_status_one_failed_script(capsys):
     assert "FAIL    2.0s exact-counts" in out and "| FAIL: exact-counts broke" in out
 
 
+def test_failures_are_handed_on_with_the_end_of_their_output(capsys):
+    """A CI log keeps only its tail: `invoke test` repeats each failure there, with the
+    last lines of the failing script's output."""
+    fake = FakeSteps(lambda s, a, p, names: console_of(
+        names, {"exact-counts": "FAIL"} if (s, a, p) == ("sid", "arm64", "") else {}))
+    fails: list[str] = []
+    ok = commands.test_qemu("all", "all", 600, 2, steps=fake.steps(), apt=object(),
+                            fails=fails)
+    capsys.readouterr()
+    assert not ok
+    assert fails[0].startswith("test-qemu sid/arm64 exact-counts: ")
+    assert "    | FAIL: exact-counts broke" in fails[1:]
+    assert all(f.startswith("    | ") for f in fails[1:])
+    assert commands.fail_summary(fails)[:2] == ["failed checks (1):",
+                                                 f"  FAIL {fails[0]}"]
+
+
 def test_a_skipped_script_is_neither_passed_nor_failed(capsys):
     """A guest script that cannot run here (exit 77: e.g. the article's seed absent from a
     plain clone) reports SKIP with its reason: the run stays green, the script is counted

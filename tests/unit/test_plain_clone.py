@@ -25,6 +25,25 @@ def test_pytest_skips_reads_each_reason_from_a_real_junit_report(tmp_path):
         "pytest test_x.TestGroup::test_also: no seeds"]
 
 
+def test_pytest_failures_read_from_a_real_junit_report(tmp_path):
+    (tmp_path / "test_y.py").write_text(
+        "import pytest\n"
+        "def test_ok():\n    pass\n"
+        "def test_bad():\n    assert 1 == 2, 'one is not two'\n"
+        "@pytest.fixture\ndef broken():\n    raise RuntimeError('fixture broke')\n"
+        "def test_err(broken):\n    pass\n")
+    xml = tmp_path / "junit.xml"
+    proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+                           f"--junitxml={xml}", "test_y.py"], cwd=tmp_path,
+                          capture_output=True, text=True)
+    assert proc.returncode == 1, proc.stdout
+    got = commands.pytest_failures(xml)
+    assert [g.split(": ")[0] for g in got] == ["pytest test_y::test_bad",
+                                               "pytest test_y::test_err"]
+    assert "one is not two" in got[0] and "fixture broke" in got[1]
+    assert commands.fail_summary([]) == []
+
+
 LOG = """\
 ==> bookworm: apt install ...
   SKIP: not a result: test-package's summary lines are its own
