@@ -21,14 +21,25 @@ for c in $(cpu_list); do
 	line="$line cpu$c=$n"
 done
 line="busy $((period * 40)) ms:$line; idle 3 s:"
-for c in $(cpu_list); do eval "before$c=$(cpu_attr $c checks) irq$c=$(irqs $c)"; done
-sleep 3
-for c in $(cpu_list); do
-	eval "b=\$before$c i=\$irq$c"
-	n=$(($(cpu_attr $c checks) - b))
-	line="$line cpu$c=$n (timer interrupts $(($(irqs $c) - i)))"
-	[ "$n" -lt $((3000 / period / 4)) ] || fail "cpu$c: $n checks in 3 s idle; a deferrable timer with period $period ms makes far fewer than $((3000 / period / 4))"
+# Idle is not quiet on demand: what the tests before left running (kworkers, RCU) can
+# keep a CPU's tick going for a while. A window where a CPU was busy is measured again,
+# three times at most: a timer that wakes the CPU makes its 250-300 checks every time.
+limit=$((3000 / period / 4))
+for try in 1 2 3; do
+	for c in $(cpu_list); do eval "before$c=$(cpu_attr $c checks) irq$c=$(irqs $c)"; done
+	sleep 3
+	idle="" busy=""
+	for c in $(cpu_list); do
+		eval "b=\$before$c i=\$irq$c"
+		n=$(($(cpu_attr $c checks) - b))
+		idle="$idle cpu$c=$n (timer interrupts $(($(irqs $c) - i)))"
+		[ "$n" -lt $limit ] || busy="$busy cpu$c=$n"
+	done
+	[ -z "$busy" ] && break
+	echo "idle try $try:$idle: at least $limit checks on$busy"
 done
+[ -z "$busy" ] || fail "checks in 3 s idle:$busy, in each of 3 tries; a deferrable timer with period $period ms makes far fewer than $limit"
+line="$line$idle (try $try)"
 rmmod $MOD && modprobe $MOD || fail "reload with defaults"
 settle
 echo "checks (recheck_ms=$period) $line ($((3000 / period)) if it woke the CPU)"

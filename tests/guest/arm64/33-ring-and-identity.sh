@@ -5,24 +5,52 @@
 # user instructions; a ring write takes new events on every CPU (new generations).
 . /tests/lib.sh
 trap 'echo 2 > $SYSFS/ring' EXIT
-diff_of() {
-	_d=$(alone 's/^plain=\([0-9]*\) syscall=\([0-9]*\)/\2-\1/p' pmuwin syscall 1 5) || { echo "$_d"; return 1; }
-	for e in $_d; do echo $((e)); done
+# syscall_mins MAJORITY: "PLAIN SYSCALL TRY", the least instruction counts of five
+# plain and five syscall windows on cpu1. The other vCPU's work can only add to a
+# window (above), so the two kinds are judged apart, each by its least value: the
+# difference of one pair is not, since a disturbed plain window makes it smaller.
+# MAJORITY=1: the least value of each kind must hold in 3 of the 5 windows (a batch
+# where it does not is measured again, 10 times at most); ring=3 counts the kernel's
+# path too, which varies, so there MAJORITY=0 and only the least values count.
+syscall_mins() {
+	for try in 1 2 3 4 5 6 7 8 9 10; do
+		out=$(pmuwin syscall 1 5) || fail "pmuwin syscall: $out"
+		p=$(echo "$out" | sed -n 's/^plain=\([0-9]*\) syscall=[0-9]*$/\1/p')
+		s=$(echo "$out" | sed -n 's/^plain=[0-9]* syscall=\([0-9]*\)$/\1/p')
+		[ "$(echo "$p" | grep -c .)" -eq 5 ] && [ "$(echo "$s" | grep -c .)" -eq 5 ] ||
+			fail "pmuwin syscall printed not 5 pairs: $out"
+		pmin=$(echo "$p" | sort -n | head -n 1)
+		smin=$(echo "$s" | sort -n | head -n 1)
+		if [ "$1" = 0 ] || { [ "$(echo "$p" | grep -cx "$pmin")" -ge 3 ] &&
+			[ "$(echo "$s" | grep -cx "$smin")" -ge 3 ]; }; then
+			echo "$pmin $smin $try"
+			return 0
+		fi
+		echo "syscall windows: try $try disturbed: plain" $p "syscall" $s >&2
+	done
+	fail "syscall windows: no batch whose least plain and syscall counts each held in 3 of 5, in 10 tries"
 }
-exact_batch "ring=2 syscall" 2 5 diff_of
+m=$(syscall_mins 1) || { echo "$m"; exit 1; }
+set -- $m
+[ $(($2 - $1)) -eq 2 ] || fail "ring=2: a getppid() inside the window added $(($2 - $1)) instructions (plain $1, syscall $2), want exactly its 2 EL0 instructions"
+echo "ring=2 syscall: plain $1, syscall $2 (+2; try $3)"
 gens() { for c in $(cpu_list); do cpu_attr $c generation; done; }
 g0=$(gens)
 echo 3 > $SYSFS/ring || fail "cannot set ring=3"
 for a in $g0; do for b in $(gens); do [ "$a" != "$b" ] || fail "a CPU's generation $a survived the ring write"; done; done
-d=$(diff_of) || fail "pmuwin syscall: $d"
-d=$(echo "$d" | sort -n | head -n 1)
-[ "$d" -gt 50 ] || fail "ring=3: a syscall adds only $d instructions"
+# The new events: let the periodic check finish with them before measuring.
+settle
+m=$(syscall_mins 0) || { echo "$m"; exit 1; }
+set -- $m
+d=$(($2 - $1))
+[ "$d" -gt 50 ] || fail "ring=3: a syscall adds only $d instructions (plain $1, syscall $2)"
 s3=$(pmuwin sleep 1 20) || fail "pmuwin sleep: $s3"
 c3=$(echo "$s3" | sed 's/cycles=\([0-9]*\).*/\1/'); i3=$(echo "$s3" | sed 's/.*insns=//')
 [ "$c3" -gt 15000000 ] && [ "$c3" -gt $((10 * i3)) ] || fail "ring=3, 20 ms sleep: $s3"
 # ring=1: the user-space loop is not counted at all (the least of three windows: a
 # timer interrupt inside one would count its kernel instructions).
 echo 1 > $SYSFS/ring || fail "cannot set ring=1"
+settle
 k=$(alone 's/^n=101000 insns=\([0-9]*\).*/\1/p' pmuwin exact 1 3) || fail "pmuwin exact: $k"
 k=$(echo "$k" | sort -n | head -n 1)
 [ -n "$k" ] && [ "$k" -lt 100 ] || fail "ring=1 counted '$k' instructions of a 202000-instruction user loop"
