@@ -208,15 +208,54 @@ def package_skips(log_lines: list[str]) -> list[str]:
 
 
 def pytest_failures(junit_xml: Path) -> list[str]:
-    """"pytest MODULE::TEST: first line of the failure" for each failed or erroring test."""
+    """"pytest MODULE::TEST: first line of the failure" for each failed or erroring test
+    (a collection error has no class: its module's name, and the last "E " line)."""
     out = []
     for case in ET.parse(junit_xml).iter("testcase"):
         for bad in (case.find("failure"), case.find("error")):
-            if bad is not None:
-                msg = (bad.get("message") or "").strip().splitlines()
-                out.append(f"pytest {case.get('classname')}::{case.get('name')}: "
-                           f"{msg[0][:300] if msg else bad.tag}")
+            if bad is None:
+                continue
+            msg = (bad.get("message") or "").strip().splitlines()
+            e_lines = [ln[1:].strip() for ln in (bad.text or "").splitlines()
+                       if ln.startswith("E ")]
+            if e_lines and (not msg or msg[0] == "collection failure"):
+                msg = [f"{msg[0]}: {e_lines[-1]}" if msg else e_lines[-1]]
+            where = "::".join(x for x in (case.get("classname"), case.get("name")) if x)
+            out.append(f"pytest {where}: {msg[0][:300] if msg else bad.tag}")
     return out
+
+
+def package_failures(log_lines: list[str]) -> list[str]:
+    """test-package's failures in its log, each named by its chroot: its "  FAIL" lines,
+    its errors, and a FAIL verdict for a chroot that said nothing else (its process died)."""
+    out, head, named = [], "test-package", set()
+    for line in log_lines:
+        key = " ".join(line.split(":", 1)[0].split()[1:])
+        if line.startswith("test-package ") and line.endswith(":"):
+            head = line[:-1]
+        elif line.startswith("  FAIL"):
+            out.append(f"{head}: {line.strip().removeprefix('FAIL').lstrip(': ')}")
+            named.add(" ".join(head.split()[1:]))
+        elif line.startswith("test-package ") and ": error: " in line:
+            out.append(line)
+            named.add(key)
+        elif line.startswith("test-package ") and ": FAIL (" in line and key not in named:
+            out.append(line)
+    return out
+
+
+def all_failures(pytest_fails: list[str], unit_rc: int, qemu_fails: list[str],
+                 pkg_lines: list[str], pkg_rc: int) -> list[str]:
+    """Every failure of `invoke test` for its last lines; a part that failed without
+    naming anything is still listed, with its exit status."""
+    fails = list(pytest_fails)
+    if unit_rc != 0 and not fails:
+        fails.append(f"pytest: exit status {unit_rc}, no test named (its output above)")
+    fails += qemu_fails
+    pkg = package_failures(pkg_lines)
+    if pkg_rc != 0 and not pkg:
+        pkg = [f"test-package: exit status {pkg_rc}, no check named (its log above)"]
+    return fails + pkg
 
 
 def fail_summary(fails: list[str]) -> list[str]:
@@ -247,7 +286,8 @@ def test_all(timeout: float, jobs: int) -> bool:
     log.parent.mkdir(parents=True, exist_ok=True)
     junit.unlink(missing_ok=True)
     skips: list[str] = []
-    fails: list[str] = []
+    pytest_fails: list[str] = []
+    qemu_fails: list[str] = []
     start = time.monotonic()
     with open(log, "w") as f:
         say("test-package: bookworm, trixie, sid (amd64), bookworm (arm64), bullseye (refusal)"
@@ -259,19 +299,22 @@ def test_all(timeout: float, jobs: int) -> bool:
         try:
             # -rs: pytest ends with each skip's reason; the junit report keeps them for
             # the summary at the very end.
-            unit_ok = subprocess.run([sys.executable, "-m", "pytest", "-q", "-rs",
+            unit_rc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-rs",
                                       f"--junitxml={junit}", "tests"],
-                                     cwd=REPO).returncode == 0
+                                     cwd=REPO).returncode
+            unit_ok = unit_rc == 0
             if junit.is_file():
                 skips += pytest_skips(junit)
-                fails += pytest_failures(junit)
+                pytest_fails += pytest_failures(junit)
             say(f"pytest done after {time.monotonic() - start:.0f}s")
-            qemu_ok = test_qemu("all", "all", timeout, jobs, skips=skips, fails=fails)
+            qemu_ok = test_qemu("all", "all", timeout, jobs, skips=skips,
+                                fails=qemu_fails)
             if pkg.poll() is None:
                 pkg.send_signal(pkgtest.MORE_LANES)  # the CPUs are free now
                 say(f"test-qemu done after {time.monotonic() - start:.0f}s; "
                     "waiting for test-package")
-            pkg_ok = pkg.wait() == 0
+            pkg_rc = pkg.wait()
+            pkg_ok = pkg_rc == 0
         finally:
             if pkg.poll() is None:  # interrupted: its chroots and guests go with it
                 os.killpg(pkg.pid, signal.SIGKILL)
@@ -282,9 +325,7 @@ def test_all(timeout: float, jobs: int) -> bool:
         print(line)
     for line in skip_summary(skips + package_skips(lines)):
         print(line)
-    fails += [f"test-package {x.strip().removeprefix('FAIL').lstrip(': ')}"
-              for x in summary if x.startswith("  FAIL")]
-    for line in fail_summary(fails):
+    for line in fail_summary(all_failures(pytest_fails, unit_rc, qemu_fails, lines, pkg_rc)):
         print(line)
     if not unit_ok:
         print("pytest failed (output above)")

@@ -200,9 +200,11 @@ def failed(results: list[ComboResult], lines: int = 12) -> list[str]:
         for t in r.results:
             if t.verdict == "FAIL":
                 out.append(f"test-qemu {r.suite}/{r.arch} {t.name}: {t.detail}")
-                out.extend(f"    | {ln}" for ln in t.output[-lines:])
+                out.extend(f"    | {ln}" for ln in t.output[-lines:] if lines > 0)
         if r.error:
-            out.append(f"test-qemu {r.suite}/{r.arch} (guest): {r.error}")
+            head, *rest = r.error.splitlines() or [""]
+            out.append(f"test-qemu {r.suite}/{r.arch} (guest): {head}")
+            out.extend(f"    | {ln}" for ln in rest)
     return out
 
 

@@ -237,6 +237,13 @@ def test_failures_are_handed_on_with_the_end_of_their_output(capsys):
                                                  f"  FAIL {fails[0]}"]
 
 
+def test_a_guest_error_of_several_lines_is_listed_whole():
+    r = matrixrun.ComboResult("sid", "arm64", "7.2", [], "main guest: hung\n"
+                              "stress guest: 1 of 1 scripts reported", 1.0)
+    assert matrixrun.failed([r]) == ["test-qemu sid/arm64 (guest): main guest: hung",
+                                     "    | stress guest: 1 of 1 scripts reported"]
+
+
 def test_a_skipped_script_is_neither_passed_nor_failed(capsys):
     """A guest script that cannot run here (exit 77: e.g. the article's seed absent from a
     plain clone) reports SKIP with its reason: the run stays green, the script is counted

@@ -68,6 +68,46 @@ def test_package_skips_name_their_chroot():
         "test-package bookworm amd64: userland: tcyc.c: seed documents absent"]
 
 
+PKG_FAILS = LOG + """\
+test-package sid amd64: error: chroot: debootstrap failed
+test-package sid      amd64: FAIL (12s)
+""".splitlines() + ["test-package bookworm arm64: FAIL (no verdict: the unit's process ended"
+                    " without one, its output above)"]
+
+
+def test_package_failures_name_their_chroot():
+    """A FAIL line with its chroot; an error; a verdict FAIL only for a chroot that said
+    nothing else (trixie's verdict repeats its FAIL line: not listed twice)."""
+    assert commands.package_failures(PKG_FAILS) == [
+        "test-package trixie amd64: upgrade: broke",
+        "test-package sid amd64: error: chroot: debootstrap failed",
+        "test-package bookworm arm64: FAIL (no verdict: the unit's process ended without one,"
+        " its output above)"]
+
+
+def test_all_failures_name_a_part_that_failed_silently():
+    assert commands.all_failures([], 4, [], [], 0) == [
+        "pytest: exit status 4, no test named (its output above)"]
+    assert commands.all_failures(["pytest a::b: x"], 1, ["test-qemu sid/arm64 c: y"],
+                                 [], 1) == [
+        "pytest a::b: x", "test-qemu sid/arm64 c: y",
+        "test-package: exit status 1, no check named (its log above)"]
+    assert commands.all_failures([], 0, [], LOG, 1) == [
+        "test-package trixie amd64: upgrade: broke"]
+    assert commands.all_failures([], 0, [], LOG, 0) == [
+        "test-package trixie amd64: upgrade: broke"]
+
+
+def test_a_collection_error_names_its_module(tmp_path):
+    (tmp_path / "test_z.py").write_text("import no_such_module_here\n")
+    xml = tmp_path / "junit.xml"
+    subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+                    f"--junitxml={xml}", "test_z.py"], cwd=tmp_path, capture_output=True)
+    got = commands.pytest_failures(xml)
+    assert got == ["pytest test_z: collection failure: ModuleNotFoundError: No module named "
+                   "'no_such_module_here'"], got
+
+
 def test_skip_summary():
     assert commands.skip_summary([]) == ["skipped checks: none"]
     assert commands.skip_summary(["pytest a::b: why", "test-qemu trixie/arm64 c: why"]) == [
