@@ -126,6 +126,12 @@ def test_ten_tries(tmp_path):
     assert r.returncode == 0 and "(+2; try 10)" in r.stdout, r.stdout + r.stderr
 
 
+def test_no_eleventh_try(tmp_path):
+    noisy = pairs((2010, 2012), (2026, 2028), (2026, 2040), (2011, 2013), (2050, 2012))
+    r = ring2(tmp_path, *[noisy] * 10, CLEAN)
+    assert r.returncode == 1 and "in 10 tries" in r.stdout
+
+
 def test_ring3_takes_the_least_values_of_one_batch(tmp_path):
     """ring=3 counts the kernel's path, which varies: the least values, no majority."""
     fn = SCRIPT[SCRIPT.index("syscall_mins() {"):SCRIPT.index("m=$(syscall_mins majority)")]
