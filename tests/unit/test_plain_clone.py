@@ -8,35 +8,37 @@ from pathlib import Path
 from pmubuild import commands, guest, seeds
 
 
-def test_pytest_skips_reads_each_reason_from_a_real_junit_report(tmp_path):
-    (tmp_path / "test_x.py").write_text(
-        "import pytest\n"
-        "def test_runs():\n    pass\n"
-        "def test_needs_seed():\n    pytest.skip('seed document /s/t.c absent')\n"
-        "class TestGroup:\n"
-        "    def test_also(self):\n        pytest.skip('no\\nseeds')\n")
+def junit_of(tmp_path, name: str, text: str, rc: int):
+    """Runs a pytest module of the given text; its junit report, after checking pytest's
+    exit status."""
+    (tmp_path / name).write_text(text)
     xml = tmp_path / "junit.xml"
     proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
-                           f"--junitxml={xml}", "test_x.py"], cwd=tmp_path,
+                           f"--junitxml={xml}", name], cwd=tmp_path,
                           capture_output=True, text=True)
-    assert proc.returncode == 0, proc.stdout
+    assert proc.returncode == rc, proc.stdout
+    return xml
+
+
+def test_pytest_skips_reads_each_reason_from_a_real_junit_report(tmp_path):
+    xml = junit_of(tmp_path, "test_x.py",
+                   "import pytest\n"
+                   "def test_runs():\n    pass\n"
+                   "def test_needs_seed():\n    pytest.skip('seed document /s/t.c absent')\n"
+                   "class TestGroup:\n"
+                   "    def test_also(self):\n        pytest.skip('no\\nseeds')\n", 0)
     assert commands.pytest_skips(xml) == [
         "pytest test_x::test_needs_seed: seed document /s/t.c absent",
         "pytest test_x.TestGroup::test_also: no seeds"]
 
 
 def test_pytest_failures_read_from_a_real_junit_report(tmp_path):
-    (tmp_path / "test_y.py").write_text(
-        "import pytest\n"
-        "def test_ok():\n    pass\n"
-        "def test_bad():\n    assert 1 == 2, 'one is not two'\n"
-        "@pytest.fixture\ndef broken():\n    raise RuntimeError('fixture broke')\n"
-        "def test_err(broken):\n    pass\n")
-    xml = tmp_path / "junit.xml"
-    proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
-                           f"--junitxml={xml}", "test_y.py"], cwd=tmp_path,
-                          capture_output=True, text=True)
-    assert proc.returncode == 1, proc.stdout
+    xml = junit_of(tmp_path, "test_y.py",
+                   "import pytest\n"
+                   "def test_ok():\n    pass\n"
+                   "def test_bad():\n    assert 1 == 2, 'one is not two'\n"
+                   "@pytest.fixture\ndef broken():\n    raise RuntimeError('fixture broke')\n"
+                   "def test_err(broken):\n    pass\n", 1)
     got = commands.pytest_failures(xml)
     assert [g.split(": ")[0] for g in got] == ["pytest test_y::test_bad",
                                                "pytest test_y::test_err"]
@@ -99,10 +101,7 @@ def test_all_failures_name_a_part_that_failed_silently():
 
 
 def test_a_collection_error_names_its_module(tmp_path):
-    (tmp_path / "test_z.py").write_text("import no_such_module_here\n")
-    xml = tmp_path / "junit.xml"
-    subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
-                    f"--junitxml={xml}", "test_z.py"], cwd=tmp_path, capture_output=True)
+    xml = junit_of(tmp_path, "test_z.py", "import no_such_module_here\n", 2)
     got = commands.pytest_failures(xml)
     assert got == ["pytest test_z: collection failure: ModuleNotFoundError: No module named "
                    "'no_such_module_here'"], got
