@@ -30,16 +30,12 @@ for c in $(cpu_list); do eval "quiet$c="; done
 for try in 1 2 3; do
 	for c in $(cpu_list); do eval "before$c=$(cpu_attr $c checks) irq$c=$(irqs $c)"; done
 	sleep 3
-	idle="" busy=""
+	idle=""
 	for c in $(cpu_list); do
 		eval "b=\$before$c i=\$irq$c"
 		n=$(($(cpu_attr $c checks) - b))
 		idle="$idle cpu$c=$n (timer interrupts $(($(irqs $c) - i)))"
-		if [ "$n" -lt $limit ]; then
-			eval "quiet$c=$n"
-		else
-			busy="$busy cpu$c=$n"
-		fi
+		[ "$n" -ge $limit ] || eval "quiet$c=$n"
 	done
 	echo "idle try $try:$idle"
 	never=""
