@@ -196,6 +196,21 @@ def test_matrix_keeps_combo_order_and_picks_stress_cycles():
     assert all(r.ok for r in results)
 
 
+def test_matrix_starts_the_longest_kernels_first():
+    """arm64 kernels (three TCG guests each) start before amd64 ones (one short guest),
+    the one with the full stress cycles first of all, so that no long kernel runs alone
+    at the end; one at a time shows the order they started in."""
+    combos = matrix.expand("all", "all")
+    fake = FakeSteps()
+    results = matrixrun.test_matrix(combos, jobs=1, steps=fake.steps(), apt=object())
+    started = list(dict.fromkeys(release for release, _, _ in fake.boots))
+    assert started == ["6.1.0-57-arm64", "5.10.0-46-arm64", "6.12.0-0-arm64",
+                       "6.12.0-40-arm64", "7.0.0-1-arm64", "5.10.0-46-amd64",
+                       "6.1.0-57-amd64", "6.12.0-0-amd64", "6.12.0-40-amd64",
+                       "7.0.0-1-amd64"]
+    assert [(r.suite, r.arch) for r in results] == [(s.name, a) for s, a in combos]
+
+
 def run_command(capsys, fake, kernel="all", arch="all"):
     ok = commands.test_qemu(kernel, arch, 600, 2, steps=fake.steps(), apt=object())
     return ok, capsys.readouterr().out
