@@ -129,7 +129,8 @@ def _run_in_overlay(base: Path, binds: list[Path], script: str, label: str,
             lines += [f"mkdir -p {target}", f"mount --bind {shlex.quote(str(host))} {target}"]
         lines.append(f"cp /etc/resolv.conf {merged}/etc/resolv.conf")
         # The overlay is thrown away after: dpkg need not fsync each file it unpacks
-        # (as sbuild and mmdebstrap set it up); a tenth off each chroot's run here.
+        # (as mk-sbuild's chroots and Docker's Debian images have it); a tenth off
+        # each chroot's run here.
         lines.append(f"echo force-unsafe-io > {merged}/etc/dpkg/dpkg.cfg.d/unsafe-io")
         lines.append(f"echo {shlex.quote(chroot.NO_VALID_UNTIL)} > "
                      f"{merged}/{chroot.NO_VALID_UNTIL_FILE}")

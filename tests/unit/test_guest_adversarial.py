@@ -117,7 +117,7 @@ def test_python_thread_scope_refused_on_5_17_fails(tmp_path):
 
 
 def test_loads_the_module_itself_and_unloads_it_after(tmp_path):
-    """Not loaded before: loaded, reloaded at recheck_ms=10 for Python's scope cpu (and
+    """Not loaded before: loaded, reloaded at recheck_ms=10 for the module's readers (and
     that setting checked), and unloaded at the end."""
     bindir = stage(tmp_path)
     (tmp_path / "sysfs").rmdir()
@@ -294,3 +294,23 @@ def test_spmu_adv_advisory_blocks_are_counted_not_judged(tmp_path, monkeypatch):
     monkeypatch.setenv("FAKE_EXACT", "0")
     r = spmu_adv(tmp_path, "driver", [4436, 4444], scope="cpu")
     assert r.returncode == 0 and "valid=0 flagged=0 advisory=2" in r.stdout, r.stdout
+
+
+def test_module_readers_run_at_recheck_ms_10_and_thread_ones_at_the_default(tmp_path):
+    """The order the readers run in, and the recheck_ms each sees: the thread-scope ones
+    with the module as loaded (100), the module's own (C and Python) after the reload at
+    10 (at 100 the C reader's reads fault through most of its windows: ~55 s of TCG)."""
+    bindir = stage(tmp_path)
+    (tmp_path / "sysfs").rmdir()
+    module_fakes(tmp_path, bindir)
+    seen = tmp_path / "seen"
+    rec = f'echo "$0 $S $(cat {tmp_path / "sysfs"}/recheck_ms)" >> {seen}\n'
+    fake(bindir, "advreader", rec.replace("$S", "$2") + READER_OK)
+    fake(bindir, "python3", rec.replace("$S", "$3").replace("$0", "py") + PY_OK)
+    fake(bindir, "perfchurn", CHURN_OK)
+    fake(bindir, "dmesg", "")
+    r = run_script(tmp_path, SCRIPT)
+    assert r.returncode == 0, r.stdout + r.stderr
+    got = [line.split(" ", 1)[1] if not line.startswith("py") else line
+           for line in seen.read_text().splitlines()]
+    assert got == ["thread 100", "py thread 100", "cpu 10", "py cpu 10"], got

@@ -2,7 +2,8 @@
 # the same CPU, opens and closes per-task perf events on itself and adds and removes pinned
 # CPU-wide cycles/instructions events there. C (cycles.h windows, 1000 windows x 1000
 # reads = 10^6 reads per path) on the self-monitoring path (thread scope) and on the
-# module (CYCLES_SCOPE_CPU_ID); Python measure(scope="thread") and measure(scope="cpu").
+# module (CYCLES_SCOPE_CPU_ID); Python measure(scope="thread") and measure(scope="cpu");
+# the module's readers with it reloaded at recheck_ms=10 (below).
 # No reader dies;
 # every window or block is exact (one count, the same each time, under -icount) or
 # flagged invalid; the flagged count is printed. measure() is called from Python, and
@@ -28,7 +29,7 @@ if [ -f $PUA ]; then
 	echo 1 > $PUA
 fi
 churn_pid=
-# reloaded: the module runs at recheck_ms=10 (Python's scope cpu, below). At the end
+# reloaded: the module runs at recheck_ms=10 (its readers, C and Python, below). At the end
 # it is unloaded if 46 loaded it, else loaded again with its defaults (as the guest's
 # tests load it), also when a check failed on the way.
 reloaded=
@@ -100,8 +101,8 @@ fi
 # runs: at the default 100 the re-grants can fall in step with the switches, each
 # withdrawn at once (trixie: 0 of 18000 reads in 1 s in one of three runs beside
 # perfchurn), and every block would be flagged: honest, but nothing judged. And the C
-# reader, which waits out each withdrawal, spent ~55 s of TCG time on it (bookworm:
-# 822 of 1000 windows flagged) against a few at 10.
+# reader's reads fault while access is withdrawn (a SIGILL each, which the guard
+# skips): ~55 s of TCG time at 100 (bookworm: 822 of 1000 windows flagged), a few at 10.
 rmmod $MOD || fail "rmmod $MOD before reloading it with recheck_ms=10"
 reloaded=1
 modprobe $MOD recheck_ms=10 || fail "modprobe $MOD recheck_ms=10"
