@@ -106,7 +106,8 @@ def run_combo(apt: PrivateApt, suite: Suite, arch: str, timeout: float,
             t1 = time.monotonic()
             run, retry = boot_once_more(functools.partial(
                 steps.boot, arch, fk.image, initrd, "test", timeout, icount=profile.icount,
-                el2=profile.el2, params=f"spmu.stress_cycles={stress_cycles}"))
+                el2=profile.el2,
+                params=f"spmu.stress_cycles={stress_cycles} {profile.params}".rstrip()))
             if retry:
                 retries.append(f"{label}: {retry}")
             took = time.monotonic() - t0
@@ -170,9 +171,9 @@ def test_matrix(combos: list[tuple[Suite, str]], timeout: float = 600,
 def start_order(combos: list[tuple[Suite, str]],
                 stress_cycles: int | None = None) -> list[tuple[Suite, str]]:
     """The combos longest first, so that the short ones fill the lanes at the end instead
-    of one long kernel running alone: an arm64 kernel runs three guests under TCG (4-6
-    minutes, more with the full stress cycles), an amd64 one a single short guest (under
-    a minute). Stable otherwise."""
+    of one long kernel running alone: an arm64 kernel runs three guests under TCG
+    (several minutes, more with the full stress cycles), an amd64 one a single short
+    guest (about half a minute). Stable otherwise."""
     def cost(combo: tuple[Suite, str]) -> int:
         if combo[1] != "arm64":
             return 0

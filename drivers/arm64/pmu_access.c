@@ -108,11 +108,16 @@ bool spmu_arch_sync_access(struct spmu_pcpu *c, enum spmu_check_cause cause)
 		return false;
 	}
 	WRITE_ONCE(c->open, true);
+	/*
+	 * At every check, not only when granting: before 5.17 perf never takes
+	 * access back when another user releases a counter, so what it left
+	 * there would stay readable (tests/guest/arm64/41-no-residue.sh).
+	 */
+	spmu_zero_unused_counters(c);
 	/* Ours, or perf's for a perf_user_access task: readable either way. */
 	if (cur == SPMU_PMUSERENR_RO)
 		return false;
 	reopened = c->was_granted;
-	spmu_zero_unused_counters(c);
 	spmu_write_pmuserenr(SPMU_PMUSERENR_RO);
 	WRITE_ONCE(c->granted, true);
 	c->was_granted = true;

@@ -218,8 +218,13 @@ static void spmu_attr_init(struct perf_event_attr *attr, unsigned int ring,
 		/* arm_pmuv3's "long" format bit: a 64-bit counter. */
 		attr->config1 = 1;
 	} else {
-		/* perf reloads it at half its range: let us know (overflow). */
-		attr->sample_period = 1ULL << 31;
+		/*
+		 * perf reloads it at half its range: let us know (overflow).
+		 * arm_pmu programs at most max_period >> 1 = 2^31 - 1 ahead;
+		 * a period of 2^31 would be reloaded once, one count short,
+		 * without calling us.
+		 */
+		attr->sample_period = (1ULL << 31) - 1;
 	}
 }
 
@@ -248,7 +253,8 @@ void spmu_counter_set_build(const struct spmu_settings *st,
  *
  * Caller holds spmu_lock. The events are exchanged through CPU hotplug
  * callbacks, so CPUs coming online later get the new ones too. The same
- * settings again change nothing: the held counters are not given up.
+ * settings again change nothing (the held counters are not given up),
+ * unless none are held: then they are taken again.
  *
  * Return: 0, or the errno perf gave (the old settings stay then).
  */
@@ -258,7 +264,7 @@ int spmu_settings_set(const struct spmu_settings *st)
 	int ret;
 
 	lockdep_assert_held(&spmu_lock);
-	if (st->ring == spmu_settings.ring &&
+	if (spmu_counters_held() && st->ring == spmu_settings.ring &&
 	    st->nr_events == spmu_settings.nr_events &&
 	    !memcmp(st->events, spmu_settings.events,
 		    st->nr_events * sizeof(st->events[0])))

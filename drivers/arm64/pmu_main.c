@@ -6,8 +6,9 @@
  * The counters are perf's: on every CPU the driver holds pinned kernel
  * events (CPU_CYCLES and the configured events) and opens EL0 read
  * access (PMUSERENR_EL0 = CR|ER) once perf has placed them, publishing in
- * sysfs which counter each one landed in. It never writes a counter, a
- * filter, an event type or PMCR: docs/simple-pmu.4.
+ * sysfs which counter each one landed in. It never writes a filter, an
+ * event type, PMCR or a counter an event holds (the unheld ones it zeroes
+ * before granting, as perf does): docs/simple-pmu.4.
  */
 
 #define pr_fmt(fmt) "simple-pmu: " fmt

@@ -148,7 +148,10 @@ static void spmu_check(struct spmu_pcpu *c, enum spmu_check_cause cause)
 		WRITE_ONCE(c->interventions, c->interventions + 1);
 		spmu_new_generation(c);
 	}
-	/* From the timer only: the CPU PM path runs where RCU is not watching. */
+	/*
+	 * From the timer only: it paces the tries. The CPU PM and overflow
+	 * paths run at every idle exit and reload and queue no work.
+	 */
 	if (!c->error) {
 		c->revive_delay = HZ;
 		c->revive_tries = 0;
@@ -293,6 +296,21 @@ static int spmu_cpu_offline(unsigned int cpu)
 	return 0;
 }
 
+/*
+ * A possible CPU that never comes online gets no cpuhp callback: publish
+ * "no counter" for it, not the 0 of a fresh per-CPU area, which names
+ * PMEVCNTR0. Before the callbacks are set up, so nothing runs beside it.
+ */
+static void spmu_unpublish_possible_cpus(void)
+{
+	unsigned int cpu, i;
+
+	for_each_possible_cpu(cpu)
+		for (i = 0; i < SPMU_MAX_SLOTS; i++)
+			WRITE_ONCE(per_cpu_ptr(&spmu_pcpus, cpu)->index[i],
+				   SPMU_NO_INDEX);
+}
+
 /**
  * spmu_counters_start() - take @set's events on every CPU, now and later
  * @set: the events, attributes complete
@@ -313,6 +331,7 @@ int spmu_counters_start(const struct spmu_counter_set *set)
 	if (!atomic_long_read(&spmu_generation))
 		atomic_long_set(&spmu_generation, ktime_get_boottime_ns());
 	spmu_set = *set;
+	spmu_unpublish_possible_cpus();
 	bitmap_zero(spmu_start_created, SPMU_MAX_SLOTS);
 	spmu_start_err = 0;
 	ret = cpuhp_setup_state(CPUHP_AP_ONLINE_DYN, "simple-pmu:online",
@@ -357,10 +376,16 @@ int spmu_counters_replace(const struct spmu_counter_set *set)
 	if (ret) {
 		err = spmu_counters_start(&spmu_prev_set);
 		if (err)
-			pr_err("cannot take the previous events back either (%d); no counters held until the settings are written again\n",
+			pr_err("cannot take the previous events back either (%d); no counters held until the settings are written again (the same values too)\n",
 			       err);
 	}
 	return ret;
+}
+
+/* Whether events are held: not after a replace that could not take any. */
+bool spmu_counters_held(void)
+{
+	return spmu_started;
 }
 
 unsigned int spmu_counters_nr_slots(void)

@@ -35,8 +35,10 @@ struct spmu_counter_set {
 };
 
 /*
- * One CPU's share. Written only on that CPU with interrupts off (cpuhp
- * callbacks, the timer, the CPU PM notifier), read anywhere (sysfs).
+ * One CPU's share. What is published (index[], generation, the flags and
+ * counts) is written on that CPU with interrupts off (cpuhp callbacks, the
+ * timer, the CPU PM notifier), or at load before any callback exists;
+ * event[] by the cpuhp callbacks on that CPU. Read anywhere (sysfs).
  */
 struct spmu_pcpu {
 	struct perf_event *event[SPMU_MAX_SLOTS];
@@ -91,6 +93,7 @@ extern unsigned int spmu_user_access;
 int spmu_counters_start(const struct spmu_counter_set *set);
 void spmu_counters_stop(void);
 int spmu_counters_replace(const struct spmu_counter_set *set);
+bool spmu_counters_held(void);
 void spmu_counters_check_this_cpu(enum spmu_check_cause cause);
 unsigned int spmu_counters_nr_slots(void);
 const struct spmu_pcpu *spmu_counters_cpu(unsigned int cpu);

@@ -7,6 +7,7 @@
 #define pr_fmt(fmt) "simple-pmu: " fmt
 
 #include <linux/bits.h>
+#include <linux/cpu.h>
 #include <linux/cpumask.h>
 #include <linux/err.h>
 #include <linux/errno.h>
@@ -69,9 +70,12 @@ static int spmu_probe_max_period(u64 *period)
 	};
 	struct perf_event *event;
 
+	/* The CPU chosen stays online while the event is made. */
+	cpus_read_lock();
 	event = perf_event_create_kernel_counter(&attr,
 						 cpumask_first(cpu_online_mask),
 						 NULL, NULL, NULL);
+	cpus_read_unlock();
 	if (IS_ERR(event))
 		return PTR_ERR(event);
 	*period = event->hw.sample_period;
@@ -136,7 +140,8 @@ void spmu_counter_set_build(unsigned int ring, struct spmu_counter_set *set)
  * spmu_settings_set() - count and hold what @st says, on every CPU
  * @st: settings within range
  *
- * Caller holds spmu_lock. The same settings again change nothing.
+ * Caller holds spmu_lock. The same settings again change nothing, unless
+ * they should hold counters and none are held: then they are taken again.
  *
  * Return: 0, or the errno perf gave (the old settings stay then).
  */
@@ -147,7 +152,8 @@ int spmu_settings_set(const struct spmu_settings *st)
 
 	lockdep_assert_held(&spmu_lock);
 	if (st->ring == spmu_settings.ring &&
-	    st->rdpmc_fixed == spmu_settings.rdpmc_fixed)
+	    st->rdpmc_fixed == spmu_settings.rdpmc_fixed &&
+	    (!st->rdpmc_fixed || spmu_counters_held()))
 		return 0;
 	spmu_counter_set_build(st->ring, &set);
 	if (!st->rdpmc_fixed)
