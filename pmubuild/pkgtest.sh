@@ -132,6 +132,11 @@ installed_for "$VERSION" "$KREL" || { cat /tmp/status; fail "install: dkms statu
 signed_module "$KREL" install
 [ -e /usr/lib/udev/rules.d/60-simple-pmu-dkms.rules ] || fail "install: no udev rule"
 [ -x /usr/libexec/simple-pmu/simple-pmu-rdpmc ] || fail "install: udev helper not executable"
+# The admin's machine-wide choices: none made by the package (issue 23).
+grep -qx 'RDPMC_ALWAYS=no' /etc/default/simple-pmu ||
+	fail "install: /etc/default/simple-pmu missing or not RDPMC_ALWAYS=no"
+dpkg-query -W -f '${Conffiles}\n' simple-pmu-dkms | grep -q ' /etc/default/simple-pmu ' ||
+	fail "install: /etc/default/simple-pmu is not a conffile of simple-pmu-dkms"
 cp "$ko" "$OUT/"
 pass "install: compat.h rendered, built, verified, signed by DKMS, installed: $ko"
 
@@ -199,13 +204,15 @@ if [ -n "$FULL" ]; then
 	pass "upgrade: $(dpkg-query -W -f '${Version}' simple-pmu-dkms) rebuilt, signed and installed for $KREL and $K2REL; $VERSION gone"
 fi
 
-# --- remove: the module, DKMS's tree and sources, the udev rule go (no conffiles to keep).
+# --- remove: the module, DKMS's tree and sources, the udev rule go; the conffile
+# /etc/default/simple-pmu stays until purge (Debian policy 10.7.3).
 run_apt remove simple-pmu-dkms || fail "remove: apt-get remove exited $rc"
+[ -e /etc/default/simple-pmu ] || fail "remove: the conffile /etc/default/simple-pmu went"
 [ -z "$(find /lib/modules -name 'simple-pmu.ko*')" ] || fail "remove: a module is left"
 [ ! -e /var/lib/dkms/simple-pmu ] || fail "remove: /var/lib/dkms/simple-pmu left"
 [ -z "$(ls -d /usr/src/simple-pmu-* 2>/dev/null)" ] || fail "remove: sources left in /usr/src"
 [ ! -e /usr/lib/udev/rules.d/60-simple-pmu-dkms.rules ] || fail "remove: udev rule left"
-pass "remove: no module, DKMS tree, sources or udev rule left"
+pass "remove: no module, DKMS tree, sources or udev rule left; /etc/default/simple-pmu kept"
 
 # --- purge: nothing of ours left.
 run_apt purge $userland simple-pmu-dkms || fail "purge: apt-get purge exited $rc"

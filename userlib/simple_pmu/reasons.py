@@ -162,8 +162,9 @@ RDPMC_NOT_ALWAYS = _t(
     "rdpmc_not_always",
     "{path} is {value}: user RDPMC outside a task with a perf mmap faults; the driver's "
     "counters need 2",
-    "as root: echo 2 > {path} (lets every task RDPMC: an admin's choice, see simple-pmu(4)"
-    " SECURITY CONSIDERATIONS); or use perf (the default scope)")
+    "an admin's choice, as it lets every task RDPMC (simple-pmu(4) SECURITY CONSIDERATIONS):"
+    " RDPMC_ALWAYS=yes in /etc/default/simple-pmu, then load the module again (or echo 2 >"
+    " {path}); or use perf (the default scope)")
 DRIVER_FIXED_OFF = _t(
     "driver_fixed_off",
     "the driver has the fixed counters off (rdpmc_fixed is {value})",
