@@ -220,9 +220,9 @@ static void spmu_attr_init(struct perf_event_attr *attr, unsigned int ring,
 	} else {
 		/*
 		 * perf reloads it at half its range: let us know (overflow).
-		 * arm_pmu programs at most max_period >> 1 = 2^31 - 1 ahead;
-		 * a period of 2^31 would be reloaded once, one count short,
-		 * without calling us.
+		 * arm_pmu programs at most max_period >> 1 = 2^31 - 1 counts
+		 * ahead (armpmu_event_set_period()); with a longer period the
+		 * reload after 2^31 - 1 counts would not call us.
 		 */
 		attr->sample_period = (1ULL << 31) - 1;
 	}
@@ -270,7 +270,9 @@ int spmu_settings_set(const struct spmu_settings *st)
 		    st->nr_events * sizeof(st->events[0])))
 		return 0;
 	spmu_counter_set_build(st, &set);
-	ret = spmu_counters_replace(&set);
+	/* Nothing held: no previous events to fall back to. */
+	ret = spmu_counters_held() ? spmu_counters_replace(&set) :
+				     spmu_counters_start(&set);
 	if (ret)
 		pr_err("perf refused the new events (%d); previous settings kept\n",
 		       ret);

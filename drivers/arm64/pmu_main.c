@@ -8,7 +8,7 @@
  * access (PMUSERENR_EL0 = CR|ER) once perf has placed them, publishing in
  * sysfs which counter each one landed in. It never writes a filter, an
  * event type, PMCR or a counter an event holds (the unheld ones it zeroes
- * before granting, as perf does): docs/simple-pmu.4.
+ * at each check while access is open): docs/simple-pmu.4.
  */
 
 #define pr_fmt(fmt) "simple-pmu: " fmt

@@ -5,11 +5,12 @@
  *
  * perf owns the PMU: filters, types, PMCR and PMSELR are never written
  * here. The driver reads the ID registers to validate its settings and
- * writes PMUSERENR_EL0 to open read access for EL0; when it does, it
- * zeroes the counters perf is not using, as perf's own grant does
- * (armv8pmu_enable_user_access()), so EL0 never reads what an event
- * perf has released left behind. The bits are defined here rather than taken from the
- * kernel: its PMU macros moved to linux/perf/arm_pmuv3.h in 6.4.
+ * writes PMUSERENR_EL0 to open read access for EL0; at each check while
+ * access is open it zeroes the counters perf is not using, as perf's own
+ * grant does (armv8pmu_enable_user_access()), so EL0 never reads what an
+ * event perf has released left behind. The bits are defined here rather
+ * than taken from the kernel: its PMU macros moved to
+ * linux/perf/arm_pmuv3.h in 6.4.
  */
 #ifndef SIMPLE_PMU_ARM64_PMU_REGS_H
 #define SIMPLE_PMU_ARM64_PMU_REGS_H

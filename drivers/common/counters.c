@@ -149,8 +149,8 @@ static void spmu_check(struct spmu_pcpu *c, enum spmu_check_cause cause)
 		spmu_new_generation(c);
 	}
 	/*
-	 * From the timer only: it paces the tries. The CPU PM and overflow
-	 * paths run at every idle exit and reload and queue no work.
+	 * Only the timer queues revive work, which paces the tries; the PM
+	 * exit and overflow paths run far more often.
 	 */
 	if (!c->error) {
 		c->revive_delay = HZ;
@@ -299,16 +299,17 @@ static int spmu_cpu_offline(unsigned int cpu)
 /*
  * A possible CPU that never comes online gets no cpuhp callback: publish
  * "no counter" for it, not the 0 of a fresh per-CPU area, which names
- * PMEVCNTR0. Before the callbacks are set up, so nothing runs beside it.
+ * counter 0. Before the callbacks are set up, so nothing runs beside it.
  */
 static void spmu_unpublish_possible_cpus(void)
 {
 	unsigned int cpu, i;
 
-	for_each_possible_cpu(cpu)
+	for_each_possible_cpu(cpu) {
 		for (i = 0; i < SPMU_MAX_SLOTS; i++)
 			WRITE_ONCE(per_cpu_ptr(&spmu_pcpus, cpu)->index[i],
 				   SPMU_NO_INDEX);
+	}
 }
 
 /**
@@ -376,13 +377,13 @@ int spmu_counters_replace(const struct spmu_counter_set *set)
 	if (ret) {
 		err = spmu_counters_start(&spmu_prev_set);
 		if (err)
-			pr_err("cannot take the previous events back either (%d); no counters held until the settings are written again (the same values too)\n",
+			pr_err("cannot take the previous events back either (%d); no counters held until the settings are written again (writing the same values retries)\n",
 			       err);
 	}
 	return ret;
 }
 
-/* Whether events are held: not after a replace that could not take any. */
+/* Whether the cpuhp state is installed: not after a replace took none. */
 bool spmu_counters_held(void)
 {
 	return spmu_started;

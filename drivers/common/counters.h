@@ -37,7 +37,8 @@ struct spmu_counter_set {
 /*
  * One CPU's share. What is published (index[], generation, the flags and
  * counts) is written on that CPU with interrupts off (cpuhp callbacks, the
- * timer, the CPU PM notifier), or at load before any callback exists;
+ * timer, the CPU PM notifier), or by spmu_counters_start() before the
+ * callbacks are installed;
  * event[] by the cpuhp callbacks on that CPU. Read anywhere (sysfs).
  */
 struct spmu_pcpu {

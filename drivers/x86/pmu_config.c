@@ -158,7 +158,7 @@ int spmu_settings_set(const struct spmu_settings *st)
 	spmu_counter_set_build(st->ring, &set);
 	if (!st->rdpmc_fixed)
 		spmu_counters_stop();
-	else if (!spmu_settings.rdpmc_fixed)
+	else if (!spmu_settings.rdpmc_fixed || !spmu_counters_held())
 		ret = spmu_counters_start(&set);
 	else
 		ret = spmu_counters_replace(&set);

@@ -6,7 +6,9 @@
 # would clear them. perfhold's four CPU-wide cycles events count on cpu1, a raw reader
 # (pmuraw: mrs of every counter, the 2011 way) must see them there; after perfhold
 # exits and two check periods pass, every counter the module does not hold reads 0
-# (or faults).
+# (or faults). Nothing else may hold a counter on cpu1 then (its live count would be
+# readable, and rightly not zeroed): these guests run no perf but the tests', and arm64
+# uses the PMU for the hard-lockup watchdog only with pseudo-NMIs, which they lack.
 . /tests/lib.sh
 loaded=
 if [ ! -d $SYSFS ]; then

@@ -4,4 +4,6 @@ out=$(pmuread all)
 echo "$out"
 n=$(echo "$out" | grep -c 'result=sigill')
 [ "$n" -eq "$(nproc)" ] || fail "expected SIGILL on all $(nproc) CPUs after unload, got $n"
-echo "SIGILL again on all $n CPUs"
+# Every load, unload, sysfs write and test before left them as they were.
+knobs_unchanged "after the tests and the last unload"
+echo "SIGILL again on all $n CPUs; $(echo $(knobs)) as before the first load"

@@ -170,3 +170,19 @@ others_online() {
 		exit 1
 	}
 }
+
+# The machine-wide settings the module must never change by itself (issue 23): what
+# perf lets unprivileged users count, and (5.17+) whether it grants EL0 reads.
+KNOBS=/tmp/knobs.before
+knobs() {
+	for _k in perf_event_paranoid perf_user_access; do
+		[ -f /proc/sys/kernel/$_k ] && echo "$_k=$(cat /proc/sys/kernel/$_k)"
+	done
+}
+# knobs_unchanged WHEN: as 10-sigill-before-load recorded them before any load.
+knobs_unchanged() {
+	[ -s $KNOBS ] || fail "no $KNOBS: 10-sigill-before-load records the settings"
+	_now=$(knobs)
+	[ "$_now" = "$(cat $KNOBS)" ] ||
+		fail "$1: $(echo $_now) (before the first load: $(echo $(cat $KNOBS)))"
+}
