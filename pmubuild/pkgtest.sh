@@ -68,6 +68,19 @@ dkms_log() { # VERSION: DKMS's make.log of the last build, without kbuild's per-
 	grep -v -e '^  CC' -e '^  LD' -e '^  MODPOST' -e '^  BTF' "$_log" || true
 }
 
+# STAGE [GID]: sets $gid to the group simple-pmu's (the postinst's, README.Debian), after
+# checking it is a system group (adduser.conf's default range 100-999) and, given GID,
+# that it is still that one (a reinstall, upgrade, remove or purge keeps it).
+# Called directly, never in $(...), as signed_module.
+group_gid() {
+	_grp=$(getent group simple-pmu) || fail "$1: no group simple-pmu"
+	gid=$(echo "$_grp" | cut -d: -f3)
+	{ [ "$gid" -ge 100 ] && [ "$gid" -le 999 ]; } 2> /dev/null || fail "$1: group simple-pmu has gid $gid, not a system gid (100-999)"
+	[ -z "${2:-}" ] || [ "$gid" = "$2" ] || fail "$1: group simple-pmu's gid was $2, is now $gid"
+}
+# The device node's line of the udev rule, as README.Debian documents it.
+DEV_RULE='KERNEL=="simple-pmu", SUBSYSTEM=="misc", GROUP="simple-pmu", MODE="0660"'
+
 # --- setup: the suite's archive and security updates (where the harness's kernel may
 # come from), the local repository, and the headers of the kernel the harness boots.
 ours > /tmp/ours.before || fail "setup: find failed"
@@ -104,6 +117,8 @@ if runs no-headers; then
 	run_apt install simple-pmu-dkms || fail "no-headers: apt-get install simple-pmu-dkms exited $rc"
 	msg=$(grep -F "apt install linux-headers-$KREL" /tmp/apt.log) ||
 		fail "no-headers: apt's output does not name linux-headers-$KREL"
+	group_gid no-headers
+	first_gid=$gid
 	[ -z "$(find /lib/modules -name 'simple-pmu.ko*')" ] || fail "no-headers: a module was installed"
 	echo "--- apt-get install $KPKG: the package the message named"
 	run_apt install "$KPKG=$KVERSION" || fail "no-headers: apt-get install $KPKG=$KVERSION exited $rc"
@@ -113,6 +128,7 @@ if runs no-headers; then
 	run_apt purge simple-pmu-dkms || fail "no-headers: purge exited $rc"
 	[ -z "$(find /lib/modules -name 'simple-pmu.ko*')" ] || fail "no-headers: a module is left after purge"
 	no_dkms_entry no-headers
+	group_gid no-headers "$first_gid"
 	rm -f "$uname"
 	dpkg-divert --local --rename --remove "$uname" > /dev/null
 	[ "$(uname -r)" != "$KREL" ] || fail "no-headers: uname is still diverted"
@@ -132,13 +148,18 @@ installed_for "$VERSION" "$KREL" || { cat /tmp/status; fail "install: dkms statu
 signed_module "$KREL" install
 [ -e /usr/lib/udev/rules.d/60-simple-pmu-dkms.rules ] || fail "install: no udev rule"
 [ -x /usr/libexec/simple-pmu/simple-pmu-rdpmc ] || fail "install: udev helper not executable"
+grep -qxF "$DEV_RULE" /usr/lib/udev/rules.d/60-simple-pmu-dkms.rules ||
+	fail "install: the udev rule has no line '$DEV_RULE'"
+# Made by this install, or (after no-headers) found and kept; members: nobody.
+group_gid install "${first_gid:-}"
+[ -z "$(echo "$_grp" | cut -d: -f4)" ] || fail "install: the group simple-pmu has members: $_grp"
 # The admin's machine-wide choices: none made by the package (issue 23).
 grep -qx 'RDPMC_ALWAYS=no' /etc/default/simple-pmu ||
 	fail "install: /etc/default/simple-pmu missing or not RDPMC_ALWAYS=no"
 dpkg-query -W -f '${Conffiles}\n' simple-pmu-dkms | grep -q ' /etc/default/simple-pmu ' ||
 	fail "install: /etc/default/simple-pmu is not a conffile of simple-pmu-dkms"
 cp "$ko" "$OUT/"
-pass "install: compat.h rendered, built, verified, signed by DKMS, installed: $ko"
+pass "install: compat.h rendered, built, verified, signed by DKMS, installed: $ko; system group simple-pmu (gid $gid, no members) for the udev rule's /dev/simple-pmu"
 
 # --- second-kernel: installing another kernel's headers builds the module for it too.
 if [ -n "$FULL" ]; then
@@ -201,7 +222,8 @@ if [ -n "$FULL" ]; then
 	[ ! -e "/usr/src/simple-pmu-$VERSION" ] || fail "upgrade: /usr/src/simple-pmu-$VERSION left"
 	n=$(find /lib/modules/"$KREL" /lib/modules/"$K2REL" -name 'simple-pmu.ko*' -newer /tmp/before-upgrade | wc -l)
 	[ "$n" = 2 ] || fail "upgrade: $n of 2 modules rebuilt"
-	pass "upgrade: $(dpkg-query -W -f '${Version}' simple-pmu-dkms) rebuilt, signed and installed for $KREL and $K2REL; $VERSION gone"
+	group_gid upgrade "$gid"
+	pass "upgrade: $(dpkg-query -W -f '${Version}' simple-pmu-dkms) rebuilt, signed and installed for $KREL and $K2REL; $VERSION gone; group simple-pmu kept (gid $gid)"
 fi
 
 # --- remove: the module, DKMS's tree and sources, the udev rule go; the conffile
@@ -212,14 +234,17 @@ run_apt remove simple-pmu-dkms || fail "remove: apt-get remove exited $rc"
 [ ! -e /var/lib/dkms/simple-pmu ] || fail "remove: /var/lib/dkms/simple-pmu left"
 [ -z "$(ls -d /usr/src/simple-pmu-* 2>/dev/null)" ] || fail "remove: sources left in /usr/src"
 [ ! -e /usr/lib/udev/rules.d/60-simple-pmu-dkms.rules ] || fail "remove: udev rule left"
-pass "remove: no module, DKMS tree, sources or udev rule left; /etc/default/simple-pmu kept"
+group_gid remove "$gid"
+pass "remove: no module, DKMS tree, sources or udev rule left; /etc/default/simple-pmu and group simple-pmu (gid $gid) kept"
 
 # --- purge: nothing of ours left.
 run_apt purge $userland simple-pmu-dkms || fail "purge: apt-get purge exited $rc"
 left=$(leftovers) || fail "purge: find failed"
 [ -z "$left" ] || fail "purge: left behind: $left"
 no_dkms_entry purge
-pass "purge: no module, DKMS tree, sources, udev rule, header, Python module, man page or doc left"
+# The system group stays (debian/simple-pmu-dkms.postrm, README.Debian).
+group_gid purge "$gid"
+pass "purge: no module, DKMS tree, sources, udev rule, header, Python module, man page or doc left; group simple-pmu (gid $gid) kept, as Debian leaves system groups"
 
 [ -n "$FULL" ] || exit 0
 
@@ -276,6 +301,7 @@ dpkg --configure -a > /tmp/configure.log 2>&1 || { cat /tmp/configure.log; fail 
 for k in "$KREL" "$K2REL"; do
 	installed_for "$V" "$k" || { cat /tmp/status; fail "broken-headers: not installed for $k after repair"; }
 done
+group_gid broken-headers "$gid" # installed again after a purge: the group found and kept
 run_apt purge simple-pmu-dkms || fail "broken-headers: purge exited $rc"
 left=$(leftovers) || fail "broken-headers: find failed"
 [ -z "$left" ] || fail "broken-headers: left after purge: $left"

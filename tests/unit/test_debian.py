@@ -1,6 +1,8 @@
 """debian/ and dkms.conf without building anything: the udev helper against a fake sysfs,
-and the MAKE[0] command DKMS composes from dkms.conf (render, build, verify in one)."""
+the MAKE[0] command DKMS composes from dkms.conf (render, build, verify in one), the udev
+rule for /dev/simple-pmu, and the postinst's group and udev steps with fake commands."""
 
+import re
 import subprocess
 from pathlib import Path
 
@@ -149,7 +151,8 @@ def test_rdpmc_helper_is_executable_and_ships_where_the_rule_runs_it():
     assert RDPMC.stat().st_mode & 0o111, "debian/simple-pmu-rdpmc must be executable"
     install = (REPO / "debian" / "simple-pmu-dkms.install").read_text().split("\n")
     dest = next(line.split()[1] for line in install if line.startswith("debian/simple-pmu-rdpmc"))
-    rules = [line for line in RULES.read_text().splitlines() if line and line[0] != "#"]
+    rules = [line for line in RULES.read_text().splitlines()
+             if line.startswith('SUBSYSTEM=="module"')]
     assert len(rules) == 2
     for line, action in zip(rules, ("add", "remove"), strict=True):
         keys = dict(part.strip().split("==", 1) if "==" in part else part.strip().split("+=", 1)
@@ -159,3 +162,128 @@ def test_rdpmc_helper_is_executable_and_ships_where_the_rule_runs_it():
                         "ACTION": f'"{action}"',
                         "RUN": f'"/{dest.strip("/")}/simple-pmu-rdpmc '
                                f'{"load" if action == "add" else "unload"}"'}, line
+
+
+
+def rule_keys(line: str) -> list[tuple[str, str, str]]:
+    """A udev rule line as (key, operator, value) in order."""
+    keys = []
+    for part in line.split(", "):
+        m = re.fullmatch(r'([A-Z]+)(==|!=|\+=|:=|=)"([^"]*)"', part.strip())
+        assert m, f"not a KEY<op>\"value\" pair: {part!r} in {line!r}"
+        keys.append(m.groups())
+    return keys
+
+
+def test_udev_rule_gives_the_device_node_group_simple_pmu_mode_0660():
+    """The one non-module line: matches the misc node by its kernel name and assigns group
+    and mode (plain '=', which an admin's later rule may still change)."""
+    lines = [line for line in RULES.read_text().splitlines()
+             if line and line[0] != "#" and not line.startswith('SUBSYSTEM=="module"')]
+    assert [rule_keys(line) for line in lines] == [[
+        ("KERNEL", "==", "simple-pmu"), ("SUBSYSTEM", "==", "misc"),
+        ("GROUP", "=", "simple-pmu"), ("MODE", "=", "0660")]]
+
+
+def test_udev_rule_names_the_drivers_node_and_the_headers_group():
+    """The rule's KERNEL is the arm64 driver's miscdevice name, and its GROUP the one
+    cycles.h names in its reasons (CYCLES_DEV_GROUP) and the postinst makes."""
+    member = (REPO / "drivers" / "arm64" / "pmu_member.c").read_text()
+    misc = re.search(r"struct miscdevice \w+ = \{(.*?)\};", member, re.S)
+    assert misc, "drivers/arm64/pmu_member.c: no struct miscdevice"
+    name = re.search(r'\.name\s*=\s*"([^"]+)"', misc.group(1)).group(1)
+    group = re.search(r'#define CYCLES_DEV_GROUP\s+"([^"]+)"',
+                      (REPO / "include" / "cycles.h").read_text()).group(1)
+    line = next(line for line in RULES.read_text().splitlines() if 'SUBSYSTEM=="misc"' in line)
+    keys = {k: v for k, _, v in rule_keys(line)}
+    assert (keys["KERNEL"], keys["GROUP"]) == (name, group) == ("simple-pmu", "simple-pmu")
+    assert "addgroup --system --quiet simple-pmu" in POSTINST.read_text()
+
+
+POSTINST = REPO / "debian" / "simple-pmu-dkms.postinst"
+UDEV_CONTROL = "/run/udev/control"
+
+
+def run_postinst(tmp_path: Path, action: str = "configure", *, group: bool,
+                 addgroup_rc: int = 0, udevd: bool = False,
+                 udevadm_rc: int | None = 0) -> tuple[int, list[str], str]:
+    """The postinst as dpkg runs it, with every command it may call faked on a PATH of
+    nothing else (no real addgroup or udevadm can run): getent knows the group simple-pmu
+    if `group`; udevd runs if `udevd` (its control socket, which the script looks for,
+    moved under tmp_path); udevadm None: not installed. (exit status, calls, stderr)."""
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    calls = tmp_path / "calls"
+    calls.touch()
+
+    def fake(name: str, body: str) -> None:
+        f = bindir / name
+        f.write_text(f'#!/bin/sh\necho "{name} $*" >> {calls}\n{body}\n')
+        f.chmod(0o755)
+
+    fake("getent", 'echo simple-pmu:x:123:; exit 0' if group else 'exit 2')
+    fake("addgroup", f"exit {addgroup_rc}")
+    if udevadm_rc is not None:
+        fake("udevadm", f"exit {udevadm_rc}")
+    # x86_64 running a kernel without /lib/modules: the headers message stays silent.
+    fake("uname", 'case "$1" in -m) echo x86_64 ;; -r) echo 0.0-pkgtest-none ;; esac')
+    for tool in ("grep", "tail"):  # the build-error trap's
+        (bindir / tool).symlink_to(next(d / tool for d in (Path("/usr/bin"), Path("/bin"))
+                                        if (d / tool).exists()))
+    control = tmp_path / "run-udev-control"
+    if udevd:
+        control.touch()
+    text = POSTINST.read_text()
+    assert text.count(UDEV_CONTROL) == 1, "the postinst must test udevd's socket once"
+    script = tmp_path / "postinst"
+    script.write_text(text.replace(UDEV_CONTROL, str(control)))
+    res = subprocess.run(["/bin/sh", str(script), action, "1.0-1"], capture_output=True,
+                         text=True, env={"PATH": str(bindir)})
+    return res.returncode, calls.read_text().splitlines(), res.stderr
+
+
+def test_postinst_makes_the_system_group_when_there_is_none(tmp_path):
+    rc, calls, _ = run_postinst(tmp_path, group=False)
+    assert rc == 0
+    assert [c for c in calls if c.split()[0] in ("getent", "addgroup")] == [
+        "getent group simple-pmu", "addgroup --system --quiet simple-pmu"]
+
+
+def test_postinst_leaves_an_existing_group_alone(tmp_path):
+    """Ours from an earlier install or the admin's own: looked up, nothing else (any
+    other group command is not on the PATH and would fail the script)."""
+    rc, calls, _ = run_postinst(tmp_path, group=True)
+    assert rc == 0
+    assert [c for c in calls if c.split()[0] != "uname"] == ["getent group simple-pmu"]
+
+
+def test_postinst_fails_when_the_group_cannot_be_made(tmp_path):
+    rc, calls, _ = run_postinst(tmp_path, group=False, addgroup_rc=1)
+    assert rc != 0 and "addgroup --system --quiet simple-pmu" in calls
+
+
+@pytest.mark.parametrize("action", ["abort-upgrade", "abort-remove", "abort-deconfigure"])
+def test_postinst_touches_groups_and_udev_only_when_configured(tmp_path, action):
+    rc, calls, _ = run_postinst(tmp_path, action, group=False, udevd=True)
+    assert rc == 0 and calls == []
+
+
+@pytest.mark.parametrize("udevadm_rc", [0, 1])
+def test_postinst_has_udev_reread_its_rules_and_retag_the_node(tmp_path, udevadm_rc):
+    """Where udevd runs: rules read again (the group now exists), then a change event for
+    the loaded module's node only; a failing udevadm never fails the install."""
+    rc, calls, _ = run_postinst(tmp_path, group=True, udevd=True, udevadm_rc=udevadm_rc)
+    assert rc == 0
+    assert [c for c in calls if c.startswith("udevadm")] == [
+        "udevadm control --reload-rules",
+        "udevadm trigger --action=change --subsystem-match=misc --sysname-match=simple-pmu"]
+
+
+@pytest.mark.parametrize("udevd, udevadm_rc", [(False, 0), (True, None)])
+def test_postinst_leaves_udev_alone_where_it_does_not_run(tmp_path, udevd, udevadm_rc):
+    """A chroot (no udevd socket) or no udevadm installed: no call, no failure, and no
+    "not found" in apt's output."""
+    rc, calls, err = run_postinst(tmp_path, group=False, udevd=udevd, udevadm_rc=udevadm_rc)
+    assert rc == 0 and err == ""
+    assert not [c for c in calls if c.startswith("udevadm")]
+    assert "addgroup --system --quiet simple-pmu" in calls
