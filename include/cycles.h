@@ -48,6 +48,25 @@
  *       there only a pinned window (below) is CYCLES_EXACT, a single
  *       reading never (its cached index is not checked around it).
  *
+ * Let in (arm64): loading the module opens its counters to nobody. Its
+ * sysfs `access` says who may read them: "members", the threads let in
+ * through its device node CYCLES_DEV_NODE (/dev/simple-pmu), whose group
+ * and mode are the admin's choice (the package's udev rule: group
+ * simple-pmu, mode 0660; without it root only); or "everyone" (loaded with
+ * everyone=1, as in 2011; an older module without `access`, and x86, are
+ * read the same way). Where `access` is "members", a thread whose path
+ * becomes the module's is let in first: the node is opened, asked
+ * (SPMU_IOC_JOIN) and closed at once (the grant is the thread's, not the
+ * fd's; an open fd would keep the module from unloading). A thread that
+ * cannot open the node is not on the module path: the module's reason
+ * (cycles_unavailable_reason()) names the node, its group and mode, and
+ * the fix (an admin adds the user to the group, who logs in again). The
+ * grant is per thread: a new thread or a forked child is let in at its
+ * own first use; exec and a reload of the module drop it. After a guarded
+ * module-path read or window that faulted, the thread asks again, once
+ * (that reading or window stays invalid). cycles_join() and cycles_leave()
+ * do it by hand, for programs that read the counters themselves.
+ *
  * Every reading says where it came from and what it is worth:
  *
  *   struct cycles_reading r;
@@ -217,9 +236,9 @@
  *
  * Define _GNU_SOURCE before the first #include of the file that includes
  * this header (sched_getcpu() and the CPU_SET macros need it). Define
- * CYCLES_SYSFS_DIR (the driver's directory) or CYCLES_EVENT_SOURCE_DIR
- * (x86: where the cpu PMU's rdpmc attribute is) before including it to
- * read other directories (tests).
+ * CYCLES_SYSFS_DIR (the driver's directory), CYCLES_DEV_NODE (its device
+ * node) or CYCLES_EVENT_SOURCE_DIR (x86: where the cpu PMU's rdpmc
+ * attribute is) before including it to use other files (tests).
  */
 #ifndef CYCLES_H
 #define CYCLES_H 1
@@ -235,6 +254,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <grp.h>
 #include <pthread.h>
 #include <sched.h>
 #include <signal.h>
@@ -242,8 +262,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <ucontext.h>
 #include <unistd.h>
@@ -259,6 +281,16 @@ typedef unsigned long long counter_t;
 #ifndef CYCLES_SYSFS_DIR
 #define CYCLES_SYSFS_DIR	"/sys/devices/system/simple-pmu/simple-pmu0"
 #endif
+
+/* The module's device node, through which a thread is let in (arm64). */
+#ifndef CYCLES_DEV_NODE
+#define CYCLES_DEV_NODE		"/dev/simple-pmu"
+#endif
+/* Its ioctls (drivers/arm64/pmu.h): let the calling thread in, take it out. */
+#define CYCLES_IOC_JOIN		_IO(0xB9, 0x01)
+#define CYCLES_IOC_LEAVE	_IO(0xB9, 0x02)
+/* The node's group in the package's udev rule (named where stat cannot). */
+#define CYCLES_DEV_GROUP	"simple-pmu"
 
 #define CYCLES_INLINE		inline __attribute__((always_inline))
 /* One definition per program, whatever the number of translation units. */
@@ -1182,7 +1214,9 @@ struct cycles_thread {
 	volatile sig_atomic_t faulted;	/* it faulted (and was skipped) */
 	volatile unsigned int faults;	/* faults skipped, ever (perf path) */
 	volatile unsigned int fault_hw;	/* the counter whose read faulted */
-	char reason[512];
+	int joined;			/* let in through the node (arm64) */
+	char join_reason[512];		/* why it could not be let in */
+	char reason[1024];
 };
 
 CYCLES_WEAK CYCLES_TLS struct cycles_thread cycles_tls;
@@ -1370,6 +1404,8 @@ static inline void cycles_atfork_child(void)
 	pthread_mutex_unlock(&cycles_guard_lock);
 	/* The child's only thread: the guards counted are its own. */
 	cycles_guard_users = cycles_tls.guarding;
+	/* The grant was the parent thread's: the child asks at its first use. */
+	cycles_tls.joined = 0;
 	if (cycles_tls.ready)
 		cycles_thread_close(&cycles_tls);
 }
@@ -1395,6 +1431,155 @@ static inline void cycles_init_once(void)
 	pthread_key_create(&cycles_key, cycles_thread_exit);
 	pthread_atfork(cycles_atfork_prepare, cycles_atfork_parent,
 		       cycles_atfork_child);
+}
+
+/*
+ * Letting a thread in (see the top of the file).
+ */
+
+/* 1 if the loaded module reads only for members (sysfs access "members"). */
+static inline int cycles_members_only(void)
+{
+	char buf[16];
+
+	return cycles_read_attr("access", buf, sizeof(buf)) >= 0 &&
+	       !strcmp(buf, "members");
+}
+
+/*
+ * One ioctl on the node, which is closed at once: 0, or with errno -1 if
+ * the node cannot be opened, -2 if the ioctl failed.
+ */
+static inline int cycles_dev_ioctl(unsigned long request)
+{
+	int fd, rc, err;
+
+	fd = open(CYCLES_DEV_NODE, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -1;
+	rc = ioctl(fd, request);
+	err = errno;
+	close(fd);
+	errno = err;
+	return rc < 0 ? -2 : 0;
+}
+
+/*
+ * Let the calling thread in, for a program that reads the counters itself:
+ * 0 when it may read now (let in, or the module reads for everyone: access
+ * "everyone", or no `access` at all), else -1 with errno: EACCES or EPERM
+ * (this user may not open the node), ENOENT (no node, or no module).
+ */
+static inline int cycles_join(void)
+{
+	if (access(CYCLES_SYSFS_DIR, F_OK) < 0) {
+		errno = ENOENT;
+		return -1;
+	}
+	if (!cycles_members_only())
+		return 0;
+	if (cycles_dev_ioctl(CYCLES_IOC_JOIN) < 0)
+		return -1;
+	cycles_tls.joined = 1;
+	return 0;
+}
+
+/*
+ * Take the calling thread out: 0 (also where nobody needs letting in), or
+ * -1 with errno. On the module path the header lets it in again at the
+ * next read that faults; choose another scope to stay out.
+ */
+static inline int cycles_leave(void)
+{
+	cycles_tls.joined = 0;
+	if (!cycles_members_only())
+		return 0;
+	return cycles_dev_ioctl(CYCLES_IOC_LEAVE) < 0 ? -1 : 0;
+}
+
+/*
+ * Why this thread was not let in, and the fix: @failed and @err are
+ * cycles_dev_ioctl()'s result and errno. The node's group and mode come
+ * from the node itself.
+ */
+static inline void cycles_join_reason(int failed, int err, char *buf,
+				      size_t size)
+{
+	struct group gr, *g = NULL;
+	const char *group = CYCLES_DEV_GROUP;
+	unsigned int mode = 0660, gid = 1;
+	char grbuf[4096];
+	struct stat st;
+
+	if (failed == -2) {
+		snprintf(buf, size, "not let in: " CYCLES_DEV_NODE " refused "
+			 "to let this thread in (%s)", strerror(err));
+		return;
+	}
+	if (err == ENOENT) {
+		snprintf(buf, size, "not let in: the module has no "
+			 CYCLES_DEV_NODE " (udev not running? a container "
+			 "needs the node passed in)");
+		return;
+	}
+	if (err != EACCES && err != EPERM) {
+		snprintf(buf, size, "not let in: " CYCLES_DEV_NODE " cannot "
+			 "be opened (%s)", strerror(err));
+		return;
+	}
+	if (stat(CYCLES_DEV_NODE, &st) == 0) {
+		mode = st.st_mode & 07777;
+		gid = st.st_gid;
+		if (getgrgid_r(st.st_gid, &gr, grbuf, sizeof(grbuf), &g) == 0 &&
+		    g)
+			group = g->gr_name;
+	}
+	if (gid != 0 && (mode & S_IRGRP))
+		snprintf(buf, size, "not let in: " CYCLES_DEV_NODE " (group %s, "
+			 "mode %04o) cannot be opened by this user; an admin "
+			 "adds the user to group %s (adduser USER %s), who then "
+			 "logs in again", group, mode, group, group);
+	else
+		snprintf(buf, size, "not let in: " CYCLES_DEV_NODE " (group %s, "
+			 "mode %04o) cannot be opened by this user; an admin "
+			 "gives it a group (the package's udev rule: group "
+			 CYCLES_DEV_GROUP ", mode 0660) and adds the user to "
+			 "it, who then logs in again", group, mode);
+}
+
+/*
+ * NULL if this thread is let in or need not be (access is not "members"),
+ * else why not (valid until its next call). Asks at most once per call.
+ */
+static inline const char *cycles_thread_join(struct cycles_thread *t)
+{
+	int rc;
+
+	if (t->joined || !cycles_members_only())
+		return NULL;
+	rc = cycles_dev_ioctl(CYCLES_IOC_JOIN);
+	if (rc == 0) {
+		t->joined = 1;
+		return NULL;
+	}
+	cycles_join_reason(rc, errno, t->join_reason, sizeof(t->join_reason));
+	return t->join_reason;
+}
+
+/*
+ * After a guarded module-path read or window that faulted (never in the
+ * handler): the grant may be gone (the module was reloaded), so ask again,
+ * once. A fault for another reason (perf withdrew access for a while)
+ * costs the same system calls and changes nothing.
+ */
+static inline void cycles_rejoin(struct cycles_thread *t)
+{
+#if defined(__aarch64__)
+	t->joined = 0;
+	(void)cycles_thread_join(t);
+#else
+	(void)t;
+#endif
 }
 
 #if defined(__x86_64__)
@@ -1692,6 +1877,7 @@ static inline int cycles_module_read(struct cycles_thread *t, int which,
 		r->value = 0;
 		r->hw = t->fault_hw;
 		r->flags = CYCLES_FAULTED;
+		cycles_rejoin(t);
 		return -1;
 	}
 	/* Moved between the index lookup and the read: another CPU's. */
@@ -2173,7 +2359,11 @@ static inline unsigned int cycles_window_end(struct cycles_window *w)
 	if (w->path != CYCLES_PATH_MODULE)
 		return 0;
 	w->begun = 0;		/* the guard is off: a second end says 0 */
-	if (faulted || sched_getcpu() != w->cpu ||
+	if (faulted) {
+		cycles_rejoin(t);
+		return 0;
+	}
+	if (sched_getcpu() != w->cpu ||
 	    cycles_cpu_generation(w->cpu) != w->generation)
 		return 0;
 	/*
@@ -2281,9 +2471,11 @@ static inline int cycles_perfmon_version(void)
 
 /*
  * NULL when the module's counters can be read on this CPU, else which
- * check failed: the module is loaded, grants user access (user_access 1)
- * and holds a cycle counter on this CPU (cpuN/cycle_index >= 0). Re-reads
- * the cache (cycles_refresh()). Never faults.
+ * check failed: the module is loaded, grants user access (user_access 1),
+ * holds a cycle counter on this CPU (cpuN/cycle_index >= 0) and lets this
+ * thread in (where access is "members", the thread is let in now if it
+ * was not; the reason then says why it cannot be). Re-reads the cache
+ * (cycles_refresh()). Never faults.
  */
 static inline const char *cycles_module_reason(void)
 {
@@ -2298,7 +2490,7 @@ static inline const char *cycles_module_reason(void)
 	if (cycles_cpu_indices(sched_getcpu(), &cycle, NULL, NULL) < 0 ||
 	    cycle < 0)
 		return "no cycle counter on this CPU";
-	return NULL;
+	return cycles_thread_join(&cycles_tls);
 }
 
 #define CYCLES_PERF_USER_READ_FIX \

@@ -4,6 +4,7 @@
 #define SIMPLE_PMU_ARM64_PMU_H
 
 #include <linux/bits.h>
+#include <linux/ioctl.h>
 #include <linux/mutex.h>
 #include <linux/types.h>
 
@@ -53,5 +54,19 @@ unsigned int spmu_event_width(void);
 /* pmu_access.c */
 int spmu_access_init(void);
 void spmu_access_exit(void);
+
+/* pmu_member.c: /dev/simple-pmu, whose ioctls let the calling thread in or out */
+#define SPMU_IOC_MAGIC		0xB9
+#define SPMU_IOC_JOIN		_IO(SPMU_IOC_MAGIC, 0x01)
+#define SPMU_IOC_LEAVE		_IO(SPMU_IOC_MAGIC, 0x02)
+
+struct preempt_ops;
+
+extern bool spmu_everyone;
+int spmu_members_init(void);
+void spmu_members_exit(void);
+bool spmu_member_running_here(void);
+const struct preempt_ops *spmu_member_ops(void);
+unsigned int spmu_members_count(void);
 
 #endif /* SIMPLE_PMU_ARM64_PMU_H */

@@ -2,7 +2,8 @@
 /*
  * simple-pmu arm64: where perf placed our events, and user access to them.
  *
- * The driver writes PMUSERENR_EL0, only ever to CR|ER (EL0 may read the
+ * Access is open on a CPU while a let-in thread runs there (pmu_member.c),
+ * or always with everyone=1. The driver writes PMUSERENR_EL0, only ever to CR|ER (EL0 may read the
  * cycle and event counters) or back to 0, never while the task running
  * has perf's own EL0 grant (5.17+); and it zeroes the counters no perf
  * event holds, at each check while access is open. perf
@@ -36,7 +37,7 @@
  */
 static bool spmu_pmuserenr_foreign(u64 cur)
 {
-	return spmu_kvm_vcpu_loaded() ||
+	return spmu_kvm_vcpu_loaded(spmu_member_ops()) ||
 	       (cur & (SPMU_PMUSERENR_EN | SPMU_PMUSERENR_UEN));
 }
 
@@ -89,9 +90,21 @@ int spmu_arch_counter_index(struct perf_event *event)
 	return n;
 }
 
+/* Our events are placed and the admin has not closed access. */
+static bool spmu_access_ready(struct spmu_pcpu *c)
+{
+	return READ_ONCE(spmu_user_access) && c->placed;
+}
+
+/* Whom access is for: everyone, or the let-in thread running here. */
+static bool spmu_access_wanted(void)
+{
+	return spmu_everyone || spmu_member_running_here();
+}
+
 bool spmu_arch_sync_access(struct spmu_pcpu *c, enum spmu_check_cause cause)
 {
-	bool want = READ_ONCE(spmu_user_access) && c->placed;
+	bool ready = spmu_access_ready(c);
 	u64 cur = spmu_read_pmuserenr();
 	bool reopened;
 
@@ -103,21 +116,28 @@ bool spmu_arch_sync_access(struct spmu_pcpu *c, enum spmu_check_cause cause)
 	/* Someone else wrote it since: not ours to take back. */
 	if (c->granted && cur != SPMU_PMUSERENR_RO)
 		WRITE_ONCE(c->granted, false);
-	if (!want) {
-		spmu_arch_revoke(c);
-		WRITE_ONCE(c->open, false);
+	/* Open for whom it is for (sysfs cpus), even while none of them runs. */
+	WRITE_ONCE(c->open, ready);
+	if (!ready || !spmu_access_wanted()) {
+		spmu_arch_revoke(c, current);
 		return false;
 	}
-	WRITE_ONCE(c->open, true);
 	/*
 	 * At every check, not only when granting: before 5.17 perf never takes
 	 * access back when another user releases a counter, so what it left
 	 * there would stay readable (tests/guest/arm64/41-no-residue.sh).
 	 */
 	spmu_zero_unused_counters(c);
-	/* Ours, or perf's for a perf_user_access task: readable either way. */
-	if (cur == SPMU_PMUSERENR_RO)
+	/*
+	 * Readable already: perf's grant to a task with EL0-read events of its
+	 * own, or a value left from before (a context perf swapped): ours to
+	 * close when this thread leaves, unless it is perf's for current.
+	 */
+	if (cur == SPMU_PMUSERENR_RO) {
+		if (!spmu_task_perf_user_reads(current))
+			WRITE_ONCE(c->granted, true);
 		return false;
+	}
 	reopened = c->was_granted;
 	spmu_write_pmuserenr(SPMU_PMUSERENR_RO);
 	WRITE_ONCE(c->granted, true);
@@ -129,18 +149,23 @@ bool spmu_arch_sync_access(struct spmu_pcpu *c, enum spmu_check_cause cause)
 }
 
 /*
- * Close what we opened, if it still reads as we left it, and unless the
- * task running here has perf events that asked for EL0 reads: perf grants
- * it the same CR|ER at its sched-in, so the value is perf's as much as
- * ours, and clearing it would kill that task's next read (perf's own
- * self-monitoring programs, at a user_access write). perf takes it back
- * itself when that task leaves the CPU.
+ * Close what we opened, if it still reads as we left it, as @next (the
+ * task running here, or about to) comes in. perf grants a task with
+ * EL0-read events of its own the same CR|ER at its sched-in, after this
+ * (and clears it for one without); only when perf swaps equal contexts
+ * between current and @next does it write nothing, and then the value is
+ * perf's for @next as much as ours: clearing it would kill that task's
+ * next read (perf's own self-monitoring programs, at a user_access
+ * write). Left then, still ours to close later.
  */
-void spmu_arch_revoke(struct spmu_pcpu *c)
+void spmu_arch_revoke(struct spmu_pcpu *c, struct task_struct *next)
 {
-	if (c->granted && spmu_read_pmuserenr() == SPMU_PMUSERENR_RO &&
-	    !spmu_task_perf_user_reads(current))
+	if (c->granted && spmu_read_pmuserenr() == SPMU_PMUSERENR_RO) {
+		if (spmu_task_perf_user_reads(current) &&
+		    spmu_task_perf_user_reads(next))
+			return;
 		spmu_write_pmuserenr(0);
+	}
 	WRITE_ONCE(c->granted, false);
 	c->was_granted = false;
 }

@@ -4,9 +4,10 @@
  * and a few event counters, the way RDTSC is readable on x86.
  *
  * The counters are perf's: on every CPU the driver holds pinned kernel
- * events (CPU_CYCLES and the configured events) and opens EL0 read
- * access (PMUSERENR_EL0 = CR|ER) once perf has placed them, publishing in
- * sysfs which counter each one landed in. It never writes a filter, an
+ * events (CPU_CYCLES and the configured events) and, once perf has placed
+ * them, opens EL0 read access (PMUSERENR_EL0 = CR|ER) while a thread let
+ * in through /dev/simple-pmu runs (or, with everyone=1, always),
+ * publishing in sysfs which counter each one landed in. It never writes a filter, an
  * event type, PMCR or a counter an event holds (the unheld ones it zeroes
  * at each check while access is open): docs/simple-pmu.4.
  */
@@ -38,6 +39,10 @@ module_param_cb(user_access, &spmu_num_ops, &spmu_user_access_param, 0);
 __MODULE_PARM_TYPE(user_access, "uint");
 MODULE_PARM_DESC(user_access,
 		 "EL0 read access to the counters: 0 closed, 1 read-only (default)");
+
+module_param_named(everyone, spmu_everyone, bool, 0444);
+MODULE_PARM_DESC(everyone,
+		 "Open EL0 reads to every user on every CPU, not only to threads let in through /dev/simple-pmu (default N): a side channel, see simple-pmu(4)");
 
 static struct spmu_num_param spmu_recheck_ms_param = {
 	&spmu_recheck_ms, SPMU_RECHECK_MS_MIN, SPMU_RECHECK_MS_MAX
@@ -118,12 +123,19 @@ static int __init spmu_init(void)
 	ret = spmu_sysfs_register(spmu_arm64_groups, true);
 	if (ret)
 		goto err_counters;
+	ret = spmu_members_init();
+	if (ret)
+		goto err_sysfs;
 
-	pr_info("PMUv3 version %#x, %u event counters of %u bits; cycles and %u events taken through perf, user read access on CPUs where they count (sysfs cpus)\n",
+	pr_info("PMUv3 version %#x, %u event counters of %u bits; cycles and %u events taken through perf; EL0 reads for %s\n",
 		spmu_hw.pmuver, spmu_hw.num_counters, spmu_event_width(),
-		spmu_settings.nr_events);
+		spmu_settings.nr_events,
+		spmu_everyone ? "every user (everyone=1)" :
+				"threads let in through /dev/simple-pmu");
 	return 0;
 
+err_sysfs:
+	spmu_sysfs_unregister();
 err_counters:
 	spmu_counters_stop();
 err_access:
@@ -133,6 +145,8 @@ err_access:
 
 static void __exit spmu_exit(void)
 {
+	/* Nobody is let in any more, and no thread's switch calls us. */
+	spmu_members_exit();
 	/* First, so no sysfs write runs while the counters go. */
 	spmu_sysfs_unregister();
 	/* Closes user access on every CPU, then releases the events. */

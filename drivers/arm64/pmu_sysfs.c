@@ -64,6 +64,20 @@ static ssize_t user_access_store(struct device *dev,
 }
 static DEVICE_ATTR_RW(user_access);
 
+static ssize_t access_show(struct device *dev,
+			   struct device_attribute *attr, char *buf)
+{
+	return sysfs_emit(buf, "%s\n", spmu_everyone ? "everyone" : "members");
+}
+static DEVICE_ATTR_RO(access);
+
+static ssize_t members_show(struct device *dev,
+			    struct device_attribute *attr, char *buf)
+{
+	return sysfs_emit(buf, "%u\n", spmu_members_count());
+}
+static DEVICE_ATTR_RO(members);
+
 static ssize_t ring_show(struct device *dev,
 			 struct device_attribute *attr, char *buf)
 {
@@ -138,6 +152,8 @@ static struct attribute *spmu_arm64_attrs[] = {
 	&dev_attr_num_counters.attr,
 	&dev_attr_event_width.attr,
 	&dev_attr_user_access.attr,
+	&dev_attr_access.attr,
+	&dev_attr_members.attr,
 	&dev_attr_ring.attr,
 	&dev_attr_events.attr,
 	NULL

@@ -199,6 +199,21 @@ void spmu_counters_check_this_cpu(enum spmu_check_cause cause)
 	local_irq_restore(flags);
 }
 
+/**
+ * spmu_counters_leave_this_cpu() - a let-in thread leaves this CPU
+ * @next: the task that runs here next
+ *
+ * Interrupts off (a sched-out notifier, or the thread itself). Access
+ * closes; the CPU stays open (sysfs cpus) for the next let-in thread.
+ */
+void spmu_counters_leave_this_cpu(struct task_struct *next)
+{
+	struct spmu_pcpu *c = this_cpu_ptr(&spmu_pcpus);
+
+	if (c->online)
+		spmu_arch_revoke(c, next);
+}
+
 /* Deferrable: it never wakes an idle CPU, where nobody reads counters. */
 static void spmu_timer_fn(struct timer_list *t)
 {
@@ -276,7 +291,7 @@ static int spmu_cpu_offline(unsigned int cpu)
 	local_irq_save(flags);
 	WRITE_ONCE(c->online, false);
 	/* Access goes before the events it reads. */
-	spmu_arch_revoke(c);
+	spmu_arch_revoke(c, current);
 	WRITE_ONCE(c->open, false);
 	for (i = 0; i < SPMU_MAX_SLOTS; i++)
 		WRITE_ONCE(c->index[i], SPMU_NO_INDEX);

@@ -15,6 +15,7 @@
 
 #include <linux/irq_work.h>
 #include <linux/perf_event.h>
+#include <linux/sched.h>
 #include <linux/timer.h>
 #include <linux/types.h>
 #include <linux/workqueue.h>
@@ -57,7 +58,7 @@ struct spmu_pcpu {
 	bool online;
 	/* Arch: we wrote the value that opens user access, and it is still there. */
 	bool granted;
-	/* Arch: user access to our counters is open (ours or perf's grant). */
+	/* Arch: readable here by whom access is for (arm64: let-in threads or everyone). */
 	bool open;
 	/* Arch: we opened access since the events were taken (interventions). */
 	bool was_granted;
@@ -86,6 +87,8 @@ enum spmu_check_cause {
 	SPMU_CHECK_SETTINGS,
 	SPMU_CHECK_OVERFLOW,
 	SPMU_CHECK_REVIVE,
+	SPMU_CHECK_SWITCH,	/* a let-in thread came onto the CPU */
+	SPMU_CHECK_JOIN,	/* a thread was let in, on its CPU */
 };
 
 extern unsigned int spmu_recheck_ms;
@@ -96,6 +99,7 @@ void spmu_counters_stop(void);
 int spmu_counters_replace(const struct spmu_counter_set *set);
 bool spmu_counters_held(void);
 void spmu_counters_check_this_cpu(enum spmu_check_cause cause);
+void spmu_counters_leave_this_cpu(struct task_struct *next);
 unsigned int spmu_counters_nr_slots(void);
 const struct spmu_pcpu *spmu_counters_cpu(unsigned int cpu);
 unsigned long spmu_counters_generation(void);
@@ -110,10 +114,12 @@ void spmu_counters_placed_cpus(struct cpumask *mask);
  * is wanted, close what we opened otherwise, and set @c->open; return
  * true if access we had opened was revoked behind our back and was opened
  * again (an intervention).
- * spmu_arch_revoke(): close what we opened, before the events go.
+ * spmu_arch_revoke(): close what we opened (before the events go, or as
+ * a let-in thread leaves the CPU), unless @next, the task that runs here
+ * next, has perf's own grant to the same.
  */
 int spmu_arch_counter_index(struct perf_event *event);
 bool spmu_arch_sync_access(struct spmu_pcpu *c, enum spmu_check_cause cause);
-void spmu_arch_revoke(struct spmu_pcpu *c);
+void spmu_arch_revoke(struct spmu_pcpu *c, struct task_struct *next);
 
 #endif /* SIMPLE_PMU_COUNTERS_H */

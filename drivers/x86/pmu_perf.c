@@ -93,7 +93,7 @@ bool spmu_arch_sync_access(struct spmu_pcpu *c, enum spmu_check_cause cause)
 	return false;
 }
 
-void spmu_arch_revoke(struct spmu_pcpu *c)
+void spmu_arch_revoke(struct spmu_pcpu *c, struct task_struct *next)
 {
 	WRITE_ONCE(c->open, false);
 	/* The events go: nothing of ours is here any more. */

@@ -49,6 +49,12 @@ RULES = {
     "HAVE_PREEMPT_NOTIFIERS": (lambda v: True,
                                "Debian arm64 configs build KVM in (CONFIG_KVM=y), which "
                                "selects PREEMPT_NOTIFIERS"),
+    "HAVE_PREEMPT_NOTIFIER_EXPORT": (lambda v: True,
+                                     "EXPORT_SYMBOL_GPL(preempt_notifier_register) in "
+                                     "kernel/sched/core.c since 2.6.23"),
+    "HAVE_TASK_STATE_UNDERSCORE": (lambda v: v >= (5, 14),
+                                   "5.14: 'sched: Change task_struct::state' (Peter "
+                                   "Zijlstra) renamed it __state"),
     "HAVE_PERF_EVENT_CTXP_ONE": (lambda v: v >= (6, 2),
                                  "6.2: 'perf: Rewrite core context handling' (Peter "
                                  "Zijlstra): one perf_event_ctxp per task"),

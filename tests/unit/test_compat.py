@@ -66,13 +66,24 @@ TYPES = "#include <stdbool.h>\n"
 SCHED = """\
 #ifndef _LINUX_SCHED_H
 #define _LINUX_SCHED_H
+#include <stddef.h>
 struct hlist_node { struct hlist_node *next; };
 struct hlist_head { struct hlist_node *first; };
 static inline int hlist_empty(const struct hlist_head *h) { return !h->first; }
-struct task_struct { struct hlist_head preempt_notifiers; };
+#define spmu_entry(node, pos, member) \\
+	((node) ? (void *)((char *)(node) - offsetof(typeof(*pos), member)) : NULL)
+#define hlist_for_each_entry(pos, head, member) \\
+    for (pos = spmu_entry((head)->first, pos, member); pos; \\
+         pos = spmu_entry(pos->member.next, pos, member))
+struct preempt_ops;
+struct preempt_notifier { struct hlist_node link; struct preempt_ops *ops; };
+#define TASK_DEAD 0x80
+#define READ_ONCE(x) (x)
+struct task_struct { struct hlist_head preempt_notifiers; long state; };
 extern struct task_struct *current;
 #endif
 """
+PREEMPT = "/* include/linux/preempt.h */\n"
 SYMVERS_LINES = {
     "perf_event_create_kernel_counter":
         "0x0badcafe\tperf_event_create_kernel_counter\tvmlinux\tEXPORT_SYMBOL_GPL\t",
@@ -103,6 +114,7 @@ def make_tree(root: Path, arch: str = "arm64", *, files: dict[str, str] | None =
         "include/linux/timer.h": TIMER_OLD,
         "include/linux/types.h": TYPES,
         "include/linux/sched.h": SCHED,
+        "include/linux/preempt.h": PREEMPT,
         "Module.symvers": "\n".join((symvers if symvers is not None else SYMVERS_LINES).values())
         + "\n",
     }
@@ -528,7 +540,8 @@ def test_timer_wrapper_compiles_both_ways(tmp_path, timer_h, value):
     body = ("int stop(struct timer_list *t);\n"
             "int stop(struct timer_list *t) { return spmu_timer_delete_sync(t); }\n"
             "int which(void);\n"
-            "int which(void) { return spmu_armpmu_idx_to_counter(0) + spmu_kvm_vcpu_loaded(); }\n")
+            "int which(void) {\n"
+            "  return spmu_armpmu_idx_to_counter(0) + spmu_kvm_vcpu_loaded((void *)0);\n}\n")
     proc = gcc_syntax_check(tmp_path, out, body, kdir / "include")
     assert proc.returncode == 0, proc.stderr + out.read_text()
 
@@ -559,19 +572,59 @@ def test_armpmu_idx_mapping_follows_the_tree(tmp_path, pmuv3_h, cycle):
     assert got == [cycle, want_idx1, -1 if cycle == 0 else 31, -1]
 
 
-@pytest.mark.parametrize(("config", "uses_notifiers"),
-                         [("CONFIG_PREEMPT_NOTIFIERS=y\n", True), ("", False)])
-def test_vcpu_loaded_test_follows_preempt_notifiers(tmp_path, config, uses_notifiers):
-    # With CONFIG_PREEMPT_NOTIFIERS, "a vCPU is loaded" is KVM's preempt notifier on
-    # current (no export needed); without, the wrapper must not touch the field.
-    kdir = make_tree(tmp_path / "t", config=config)
+@pytest.mark.parametrize("state", ["long state;", "unsigned int __state;"],
+                         ids=["state", "__state"])
+@pytest.mark.parametrize(("config", "export", "members"), [
+    ("CONFIG_PREEMPT_NOTIFIERS=y\n", True, True),
+    ("CONFIG_PREEMPT_NOTIFIERS=y\n", False, False),
+    ("", False, False),
+])
+def test_preempt_notifier_wrappers_follow_the_tree(tmp_path, config, export, members, state):
+    # With CONFIG_PREEMPT_NOTIFIERS, "a vCPU is loaded" is a notifier on current that is
+    # not ours (no export needed); let-in threads need preempt_notifier_register exported;
+    # without notifiers the wrappers must not touch the field. Run, not only compiled, on
+    # a fake notifier list: ours alone is no vCPU, another one is; spmu_task_notifier()
+    # finds ours; spmu_task_dead() reads the field the tree has (5.14: __state).
+    symvers = dict(SYMVERS_LINES)
+    if export:
+        symvers["preempt_notifier_register"] = (
+            "0x33333333\tpreempt_notifier_register\tvmlinux\tEXPORT_SYMBOL_GPL\t")
+    kdir = make_tree(tmp_path / "t", config=config, symvers=symvers,
+                     files={"include/linux/sched.h": SCHED.replace("long state;", state)})
     out = tmp_path / "compat.h"
     compat.write(kdir, out)
     text = out.read_text()
-    assert ("hlist_empty(&current->preempt_notifiers)" in text) is uses_notifiers
-    proc = gcc_syntax_check(tmp_path, out, "int f(void) { return spmu_kvm_vcpu_loaded(); }",
-                            kdir / "include")
-    assert proc.returncode == 0, proc.stderr
+    assert ("current->preempt_notifiers" in text) is bool(config)
+    assert f"#define SPMU_HAVE_MEMBERS {int(members)}" in text
+    field = state.split()[-1].rstrip(";")
+    find = ("(spmu_task_notifier(current, mine) == &ours) + "
+            "2 * (spmu_task_notifier(current, (void *)&b) == &theirs)" if members else "0")
+    prog = tmp_path / "pn.c"
+    prog.write_text(
+        f'#include "{out}"\n#include <stdio.h>\n'
+        "static struct task_struct task;\nstruct task_struct *current = &task;\n"
+        "static int a, b;\nstatic struct preempt_notifier ours, theirs;\n"
+        "int main(void) {\n"
+        "  const struct preempt_ops *mine = (const void *)&a;\n"
+        "  ours.ops = (void *)&a; theirs.ops = (void *)&b;\n"
+        "  int none = spmu_kvm_vcpu_loaded(mine);\n"
+        "  task.preempt_notifiers.first = &ours.link;\n"
+        "  int alone = spmu_kvm_vcpu_loaded(mine);\n"
+        "  ours.link.next = &theirs.link;\n"
+        "  int both = spmu_kvm_vcpu_loaded(mine);\n"
+        f"  int found = {find};\n"
+        f"  int alive = spmu_task_dead(current);\n  task.{field} = TASK_DEAD;\n"
+        '  printf("%d %d %d %d %d %d\\n", none, alone, both, found, alive,'
+        " spmu_task_dead(current));\n  return 0;\n}\n")
+    exe = tmp_path / "pn"
+    build = subprocess.run(["gcc", "-std=gnu11", "-Wall", "-Werror", f"-I{kdir / 'include'}",
+                            "-o", str(exe), str(prog)], capture_output=True, text=True)
+    assert build.returncode == 0, build.stderr
+    got = [int(v) for v in subprocess.run([str(exe)], capture_output=True, text=True,
+                                          check=True).stdout.split()]
+    # Without an export nothing of ours is ever registered: any notifier is a vCPU's.
+    alone = 1 if config and not members else 0
+    assert got == [0, alone, 1 if config else 0, 3 if members else 0, 0, 1]
 
 
 @pytest.mark.parametrize("tool", ["scripts/basic/fixdep", "scripts/mod/modpost"])

@@ -46,11 +46,12 @@ def parameters() -> set[str]:
 
 
 def test_there_is_something_to_check():
-    assert len(messages()) >= 10 and len(parameters()) == 5
+    assert len(messages()) >= 10 and len(parameters()) == 6
     # Every attribute by name: one that falls out of the regexes is not checked below.
     assert attributes() == {
-        "cpus", "event_width", "events", "events_unavailable", "fixed_mask", "fixed_width",
-        "generation", "gp_width", "hybrid", "num_counters", "num_fixed", "num_gp",
+        "access", "cpus", "event_width", "events", "events_unavailable", "fixed_mask",
+        "fixed_width", "generation", "gp_width", "hybrid", "members", "num_counters",
+        "num_fixed", "num_gp",
         "perf_fixed_mask", "pmu_version", "rdpmc_always", "rdpmc_fixed", "recheck_ms", "ring",
         "user_access"}
     assert len(cpu_attributes()) == 8

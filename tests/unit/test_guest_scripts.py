@@ -454,3 +454,63 @@ def test_python_checks_are_not_ignored(script):
     for i, cmd in enumerate(commands):
         if cmd.startswith("python3 ") and "||" not in cmd:
             assert i == len(commands) - 1, f"{script.name}: unchecked: {cmd}"
+
+
+# --- unload (lib.sh): rmmod tried again only while a reader holds the node --------------
+
+# rmmod failing as busybox does while /dev/simple-pmu is open (EAGAIN), $1 times, then ok.
+RMMOD_BUSY = """\
+n=$(cat "$TMPDIR/tries" 2>/dev/null || echo 0)
+echo $((n + 1)) > "$TMPDIR/tries"
+[ "$n" -ge "$BUSY" ] && exit 0
+echo "rmmod: can't unload module 'simple_pmu': $WHY" >&2
+exit 1
+"""
+
+
+@pytest.mark.parametrize(("busy", "why", "ok", "tries"), [
+    (0, "", True, 1),
+    (3, "Resource temporarily unavailable", True, 4),
+    (500, "Resource temporarily unavailable", False, 100),
+    (3, "No such file or directory", False, 1),
+    (3, "Operation not permitted", False, 1),
+    (3, "Module simple_pmu is in use", True, 4),  # kmod's rmmod, not busybox's
+], ids=["at-once", "busy-then-ok", "busy-forever", "not-loaded", "refused", "kmod-in-use"])
+def test_unload_retries_only_while_busy(tmp_path, busy, why, ok, tries):
+    bindir = stage(tmp_path)
+    fake(bindir, "rmmod", RMMOD_BUSY)
+    r = run(tmp_path, f"BUSY={busy} WHY='{why}'; export BUSY WHY\n. {tmp_path / 'lib.sh'}\n"
+            "unload && echo UNLOADED\n")
+    assert ("UNLOADED" in r.stdout) is ok, r.stdout + r.stderr
+    assert int((tmp_path / "tries").read_text()) == tries
+    if not ok:
+        assert why in r.stderr
+
+
+# --- 49-members: the shared-cpu1 verdicts ---------------------------------------------------
+
+def members_verdict(tmp: Path, m1: str, m2: str, m3: str,
+                    counted: int = 2) -> subprocess.CompletedProcess[str]:
+    """49's checks after its three readers on cpu1 ended, on their outputs."""
+    text = (GUEST / "arm64" / "49-members.sh").read_text()
+    start = text.index("m1=$(cat /tmp/m1.out)")
+    end = text.index("# A member that exits without leaving")
+    stage(tmp)
+    code = (f". {tmp / 'lib.sh'}\nduring={counted}\n"
+            + text[start:end].replace("/tmp/", f"{tmp}/") + "echo VERDICT-OK\n")
+    for name, out in (("m1", m1), ("m2", m2), ("m3", m3)):
+        (tmp / f"{name}.out").write_text(out + "\n")
+    return run(tmp, code)
+
+
+@pytest.mark.parametrize(("m1", "m2", "m3", "counted", "ok"), [
+    ("ok=500 sigill=0", "ok=300 sigill=0", "ok=0 sigill=900", 2, True),
+    ("ok=500 sigill=1", "ok=300 sigill=0", "ok=0 sigill=900", 2, False),  # a member faulted
+    ("ok=500 sigill=0", "ok=0 sigill=0", "ok=0 sigill=900", 2, False),  # a member never read
+    ("ok=500 sigill=0", "ok=300 sigill=0", "ok=1 sigill=900", 2, False),  # non-member read
+    ("ok=500 sigill=0", "ok=300 sigill=0", "ok=0 sigill=0", 2, False),  # non-member never ran
+    ("ok=500 sigill=0", "ok=300 sigill=0", "ok=0 sigill=900", 1, False),  # not counted
+], ids=["good", "member-faulted", "member-idle", "leak", "nonmember-idle", "count"])
+def test_members_verdicts(tmp_path, m1, m2, m3, counted, ok):
+    r = members_verdict(tmp_path, m1, m2, m3, counted)
+    assert ("VERDICT-OK" in r.stdout) is ok, r.stdout + r.stderr

@@ -14,6 +14,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from userlib_helpers import LineProcess
 
 from pmubuild import seeds
 from pmubuild.seeds import restore_seed
@@ -165,23 +166,8 @@ PER_CPU, NONE = -3, -1  # CYCLES_IDX_PER_CPU, CYCLES_IDX_NONE
 INSN_EVENT = {False: "0xc0", True: "0x8"}  # x86 (raw event|umask<<8), arm64
 
 
-class Lookup:
+class Lookup(LineProcess):
     """lookup_check running against a FakeDriver: one command, one answer line."""
-
-    def __init__(self, argv: list[str]) -> None:
-        self.proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                     text=True, bufsize=1)
-
-    def ask(self, command: str) -> str:
-        assert self.proc.stdin and self.proc.stdout
-        self.proc.stdin.write(command + "\n")
-        self.proc.stdin.flush()
-        answer = self.proc.stdout.readline().strip()
-        assert answer and answer != "unknown command", (command, answer)
-        return answer
-
-    def pairs(self, command: str) -> dict[str, int]:
-        return {k: int(v) for k, v in (p.split("=") for p in self.ask(command).split())}
 
     def index_on(self, cpu: int) -> tuple[int, int]:
         """(cycle, insn) the counter reads would use on cpu."""

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import subprocess
 import sysconfig
 from pathlib import Path
 
@@ -129,3 +130,24 @@ class FakeX86Driver(FakeDriver):
             return
         (self.event_source / pmu).mkdir(exist_ok=True)
         (self.event_source / pmu / "rdpmc").write_text(f"{value}\n")
+
+
+class LineProcess:
+    """A C checker (tests/userlib/c/*_check.c) running: one command in, one answer line out."""
+
+    def __init__(self, argv: list[str]) -> None:
+        self.proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                     text=True, bufsize=1)
+
+    def ask(self, command: str) -> str:
+        assert self.proc.stdin and self.proc.stdout
+        self.proc.stdin.write(command + "\n")
+        self.proc.stdin.flush()
+        answer = self.proc.stdout.readline().strip()
+        assert answer and answer != "unknown command", (command, answer)
+        return answer
+
+    def pairs(self, command: str, prefix: str = "") -> dict[str, int]:
+        """The answer's "key=value" pairs (after `prefix`, if it starts with it)."""
+        answer = self.ask(command).removeprefix(prefix)
+        return {k: int(v) for k, v in (p.split("=") for p in answer.split())}

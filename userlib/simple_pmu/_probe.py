@@ -25,13 +25,17 @@ margin) has passed: when probe() says the driver is usable, its counters are rea
 the CPUs listed in Backend.cpus right now, and nothing in probe() touches perf after that.
 A CPU where the driver's events have no readable counter (cpuN/cycle_index or an entry of
 cpuN/event_index is -1), or whose cpuN/user_access is 0 (x86), is not tried: the driver
-keeps user access closed there.
+keeps user access closed there. On arm64, where the module reads only for members (sysfs
+access "members"), a process that cannot open its device node (/dev/simple-pmu: the
+node's group and mode are the admin's choice) is not let in: not_let_in() says so, with
+the group, and the driver is not tried.
 """
 
 from __future__ import annotations
 
 import errno
 import os
+import pwd
 import signal
 import time
 from collections.abc import Callable
@@ -372,6 +376,8 @@ def probe_driver(cpu: CpuInfo) -> Backend:
         facts["rdpmc"], facts["rdpmc_path"] = (mode[1], str(mode[0])) if mode else (None, None)
         if sysfs.is_dir():
             found += _x86_driver_settings(attrs)
+    elif sysfs.is_dir():
+        found += not_let_in(attrs)
     if sysfs.is_dir() and not found:
         placement = driver_cpu_placement(cpu.arch, sysfs, attrs, cpus, facts)
         found += placement.found
@@ -388,6 +394,43 @@ def probe_driver(cpu: CpuInfo) -> Backend:
                        scope="cpu", rings=rings)
     return _driver_trials(Backend(name, description, False, (), tuple(notes), counters, facts,
                                   scope="cpu", rings=rings), attrs, cpus)
+
+
+def _user_name() -> str:
+    uid = os.geteuid()
+    try:
+        return pwd.getpwuid(uid).pw_name
+    except KeyError:
+        return str(uid)
+
+
+def not_let_in(attrs: dict[str, str], node: Path | None = None) -> list[Reason]:
+    """arm64: why this process's threads cannot be let in to read the driver's counters,
+    where the module reads only for members (sysfs access "members"): a thread is let in
+    through the device node, which it must be able to open for reading (its group and
+    mode are the admin's choice). Decided by opening it and closing it again (nothing is
+    asked of the module, nothing privileged is tried); [] when it opens or nobody needs
+    letting in ("everyone", or a module without access)."""
+    if not sysinfo.members_only(attrs):
+        return []
+    dev = sysinfo.dev_node(node)
+    if dev.error is None:
+        return []
+    if dev.error == errno.ENOENT:
+        return [reasons.NO_DEV_NODE.format(node=dev.path)]
+    name = reasons.errno_name(dev.error)
+    if dev.error not in (errno.EACCES, errno.EPERM):
+        return [reasons.DEV_NODE_FAILED.format(node=dev.path, errname=name,
+                                               error=os.strerror(dev.error))]
+    user = _user_name()
+    group = dev.group or sysinfo.DEV_GROUP
+    reason = reasons.NOT_LET_IN.format(
+        node=dev.path, group=group, errname=name, user=user,
+        mode="unknown" if dev.mode is None else f"{dev.mode:04o}")
+    if dev.mode is not None and not dev.group_readable:
+        reason = reason.extended("", reasons.NODE_WITHOUT_GROUP_FIX.format(
+            node=dev.path, group=sysinfo.DEV_GROUP, user=user))
+    return [reason]
 
 
 def _x86_driver_settings(attrs: dict[str, str]) -> list[Reason]:

@@ -173,6 +173,27 @@ DRIVER_USER_ACCESS_OFF = _t(
     "driver_user_access_off",
     "the driver's user access is off (user_access is {value})",
     "see the module's cpuN/ attributes and simple-pmu(4); or use perf (the default scope)")
+NOT_LET_IN = _t(
+    "not_let_in",
+    "not let in: {node} (group {group}, mode {mode}) cannot be opened by user {user}"
+    " ({errname}); the module (access members) lets in only the threads of users who can"
+    " open it",
+    "an admin adds the user to group {group} (as root: adduser {user} {group}); {user}"
+    " then logs in again (a new login has the group)")
+# NOT_LET_IN's remedy where the node has no group that may read it (root's, or mode 0600:
+# the package's udev rule is not installed).
+NODE_WITHOUT_GROUP_FIX = (
+    "as root: install the package's udev rule (simple-pmu-dkms; it gives {node} group"
+    " {group}, mode 0660), then adduser {user} {group}; {user} then logs in again")
+NO_DEV_NODE = _t(
+    "no_dev_node",
+    "not let in: the module has no {node} (access members: a thread is let in through"
+    " it); udev not running?",
+    "start udev (systemd-udevd), or mount devtmpfs on /dev; in a container, pass the node"
+    " in (docker run --device {node}, and --group-add the node's group)")
+DEV_NODE_FAILED = _t(
+    "dev_node_failed",
+    "not let in: {node} cannot be opened: {errname} ({error})")
 DRIVER_OLD_ABI = _t(
     "driver_old_abi",
     "the loaded simple-pmu module does not publish {missing}: it is older than this "

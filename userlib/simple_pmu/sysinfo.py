@@ -5,14 +5,21 @@ Nothing here executes an instruction that can fault; CPUID never does.
 
 from __future__ import annotations
 
+import grp
+import os
 import platform
 import resource
+import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from simple_pmu._extension import native
 
 SYSFS_DIR = Path("/sys/devices/system/simple-pmu/simple-pmu0")
+# The module's device node (arm64): a thread that can open it may be let in.
+DEV_NODE = Path("/dev/simple-pmu")
+# The node's group in the package's udev rule (named where the node cannot say).
+DEV_GROUP = "simple-pmu"
 EVENT_SOURCE = Path("/sys/bus/event_source/devices")
 PARANOID = Path("/proc/sys/kernel/perf_event_paranoid")
 PERF_USER_ACCESS = Path("/proc/sys/kernel/perf_user_access")
@@ -219,6 +226,50 @@ def driver_attrs(sysfs: Path | None = None) -> dict[str, str]:
             if text is not None:
                 attrs[entry.name] = text
     return attrs
+
+
+def members_only(attrs: dict[str, str]) -> bool:
+    """Whether the loaded module reads only for the threads let in through its node (its
+    sysfs access is "members"; "everyone", or no access attribute at all on x86 and on
+    older modules, needs no letting in)."""
+    return attrs.get("access", "").strip() == "members"
+
+
+@dataclass(frozen=True)
+class DevNode:
+    """Whether this process can open the module's device node for reading, which is what
+    letting a thread in needs (include/cycles.h opens it, asks SPMU_IOC_JOIN, closes it)."""
+
+    path: Path
+    error: int | None  # open()'s errno; None: it opens
+    group: str | None = None  # the node's group (name, else the number); None: no stat
+    mode: int | None = None  # its permission bits
+
+    @property
+    def group_readable(self) -> bool:
+        """The node lets a group read it, and that group is not root's."""
+        return (self.mode is not None and bool(self.mode & stat.S_IRGRP)
+                and self.group not in (None, "root", "0"))
+
+
+def dev_node(path: Path | None = None) -> DevNode:
+    """Open the node read-only and close it again (no ioctl: nothing is asked of the
+    module), with its group and mode from stat()."""
+    node = DEV_NODE if path is None else path
+    try:
+        os.close(os.open(node, os.O_RDONLY | os.O_CLOEXEC))
+        error = None
+    except OSError as exc:
+        error = exc.errno
+    try:
+        st = os.stat(node)
+    except OSError:
+        return DevNode(node, error)
+    try:
+        group = grp.getgrgid(st.st_gid).gr_name
+    except KeyError:
+        group = str(st.st_gid)
+    return DevNode(node, error, group, stat.S_IMODE(st.st_mode))
 
 
 CYCLE_COUNTER_INDEX = 31  # cycle_index / event_index 31: PMCCNTR_EL0, always 64 bits

@@ -33,7 +33,7 @@ churn_pid=
 # it is unloaded if 46 loaded it, else loaded again with its defaults (as the guest's
 # tests load it), also when a check failed on the way.
 reloaded=
-trap '[ -n "$churn_pid" ] && kill $churn_pid 2>/dev/null; [ -n "$pua0" ] && echo "$pua0" > $PUA; others_online; if [ -n "$loaded" ]; then rmmod $MOD; elif [ -n "$reloaded" ]; then rmmod $MOD; modprobe $MOD; fi' EXIT
+trap '[ -n "$churn_pid" ] && kill $churn_pid 2>/dev/null; [ -n "$pua0" ] && echo "$pua0" > $PUA; others_online; if [ -n "$loaded" ]; then unload; elif [ -n "$reloaded" ]; then unload; modprobe $MOD; fi' EXIT
 others_offline
 
 # spmu_spin(N) windows: small N keeps TCG time low; 500 pairs = 1000 reads a window.
@@ -103,7 +103,7 @@ fi
 # perfchurn), and every block would be flagged: honest, but nothing judged. And the C
 # reader's reads fault while access is withdrawn (a SIGILL each, which the guard
 # skips): ~55 s of TCG time at 100 (bookworm: 822 of 1000 windows flagged), a few at 10.
-rmmod $MOD || fail "rmmod $MOD before reloading it with recheck_ms=10"
+unload || fail "unload before reloading it with recheck_ms=10"
 reloaded=1
 modprobe $MOD recheck_ms=10 || fail "modprobe $MOD recheck_ms=10"
 [ "$(cat $SYSFS/recheck_ms)" = 10 ] ||

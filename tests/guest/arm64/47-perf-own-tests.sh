@@ -64,7 +64,7 @@ restore() {
 	if [ -n "$loaded0" ]; then
 		[ -d $SYSFS ] || modprobe $MOD
 	else
-		[ -d $SYSFS ] && rmmod $MOD
+		[ -d $SYSFS ] && unload
 	fi
 	others_online
 }
@@ -148,7 +148,7 @@ writer() {
 			done
 			_n=$((_n + 1))
 			if [ "$2" = 1 ] && [ $((_n % 3)) = 0 ]; then
-				rmmod $MOD && modprobe $MOD && echo reload >> $1
+				unload && modprobe $MOD && echo reload >> $1
 			fi
 			echo round >> $1
 			[ "$3" = 0 ] || sleep $3

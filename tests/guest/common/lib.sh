@@ -51,6 +51,20 @@ nonroot_refused() {
 		fail "non-root write of $1 failed otherwise: $(cat "$_err")"
 }
 
+# unload: rmmod, tried again while a reader holds /dev/simple-pmu open for the
+# moment of its JOIN (an open descriptor pins the module: rmmod says "Resource
+# temporarily unavailable", EAGAIN); any other refusal, or 100 tries, fails.
+unload() {
+	_try=0
+	while ! _err=$(rmmod $MOD 2>&1); do
+		has "$_err" -e 'temporarily unavailable' -e 'in use' ||
+			{ echo "$_err" >&2; return 1; }
+		_try=$((_try + 1))
+		[ $_try -lt 100 ] || { echo "$_err (100 tries)" >&2; return 1; }
+		sleep 0.01
+	done
+}
+
 # CPU $1's published counter for cycles (slot 0) or the k-th event (slot k).
 published() {
 	if [ "$2" -eq 0 ]; then

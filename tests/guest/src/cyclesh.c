@@ -4,6 +4,8 @@
  * additions (cycles_generation(), cycles_refresh(), the index lookup).
  *   cyclesh absent  perfmon_available() is 0, there is no generation, and
  *                   nothing faults (module not loaded)
+ *   cyclesh reason  perfmon_available() and cycles_unavailable_reason():
+ *                   "perfmon=P reason=..." (exit 0 whatever they say)
  *   cyclesh exact   on every CPU in turn (pinned there): perfmon_available()
  *                   > 0; the counters the header reads are the ones that
  *                   CPU's cpuN/cycle_index and event_index name (parsed here
@@ -272,6 +274,12 @@ int main(int argc, char **argv)
 		printf("perfmon_available() = %d, cycles_generation() = %lu, cycles_refresh() = %d\n",
 		       version, cycles_generation(), cycles_refresh());
 		return version == 0 && cycles_generation() == 0 ? 0 : 1;
+	}
+	if (!strcmp(argv[1], "reason")) {
+		const char *why = cycles_unavailable_reason();
+
+		printf("perfmon=%d reason=%s\n", version, why ? why : "none");
+		return 0;
 	}
 	if (strcmp(argv[1], "exact"))
 		return 2;

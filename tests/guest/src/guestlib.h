@@ -53,6 +53,39 @@ static inline int spmu_unsupported_arch(void)
 }
 
 #if defined(__aarch64__)
+#include <fcntl.h>
+#include <sys/ioctl.h>
+#include <unistd.h>
+
+/* The module's node and ioctl (drivers/arm64/pmu.h): let this thread in. */
+#define SPMU_DEV "/dev/simple-pmu"
+#define SPMU_IOC_JOIN _IO(0xB9, 0x01)
+
+/*
+ * Let the calling thread in, as cycles.h does lazily: 0, or -1 with errno
+ * (no node, not allowed to open it). The fd is closed at once: an open one
+ * would keep the module from unloading.
+ */
+static inline int spmu_join_now(void)
+{
+	int fd, ret;
+
+	fd = open(SPMU_DEV, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -1;
+	ret = ioctl(fd, SPMU_IOC_JOIN);
+	close(fd);
+	return ret;
+}
+
+/* spmu_join_now(), unless SPMU_RAW is set: a raw 2011-style reader. */
+static inline int spmu_join(void)
+{
+	if (getenv("SPMU_RAW"))
+		return -1;
+	return spmu_join_now();
+}
+
 static sigjmp_buf spmu_trap;
 
 static void spmu_on_sigill(int sig)
@@ -61,9 +94,12 @@ static void spmu_on_sigill(int sig)
 	siglongjmp(spmu_trap, 1);
 }
 
+/* Catch SIGILL, and let this thread in (spmu_join()). */
 static inline void spmu_catch_sigill(void)
 {
 	struct sigaction sa;
+
+	spmu_join();
 
 	memset(&sa, 0, sizeof(sa));
 	sa.sa_handler = spmu_on_sigill;

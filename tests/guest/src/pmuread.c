@@ -30,6 +30,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "guestlib.h"
+
 enum {
 	EXIT_OK = 0,
 	EXIT_SIGILL = 1,
@@ -87,6 +89,7 @@ static int read_counter(int cpu)
 	struct sigaction sa;
 	volatile uint64_t first = 0, second = 0;
 
+	spmu_join();
 	memset(&sa, 0, sizeof(sa));
 	sa.sa_handler = on_sigill;
 	sigemptyset(&sa.sa_mask);
