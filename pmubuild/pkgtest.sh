@@ -77,6 +77,9 @@ group_gid() {
 	gid=$(echo "$_grp" | cut -d: -f3)
 	{ [ "$gid" -ge 100 ] && [ "$gid" -le 999 ]; } 2> /dev/null || fail "$1: group simple-pmu has gid $gid, not a system gid (100-999)"
 	[ -z "${2:-}" ] || [ "$gid" = "$2" ] || fail "$1: group simple-pmu's gid was $2, is now $gid"
+	# A group deleted and made again gets the same gid back, but not its members.
+	[ -z "${member:-}" ] || echo ",$(echo "$_grp" | cut -d: -f4)," | grep -qF ",$member," ||
+		fail "$1: group simple-pmu lost its member $member (deleted and made again?): $_grp"
 }
 # The device node's line of the udev rule, as README.Debian documents it.
 DEV_RULE='KERNEL=="simple-pmu", SUBSYSTEM=="misc", GROUP="simple-pmu", MODE="0660"'
@@ -153,6 +156,9 @@ grep -qxF "$DEV_RULE" /usr/lib/udev/rules.d/60-simple-pmu-dkms.rules ||
 # Made by this install, or (after no-headers) found and kept; members: nobody.
 group_gid install "${first_gid:-}"
 [ -z "$(echo "$_grp" | cut -d: -f4)" ] || fail "install: the group simple-pmu has members: $_grp"
+# The admin lets a user in; every later stage must keep the group, with that member.
+adduser --quiet nobody simple-pmu || fail "install: adduser nobody simple-pmu failed"
+member=nobody
 # The admin's machine-wide choices: none made by the package (issue 23).
 grep -qx 'RDPMC_ALWAYS=no' /etc/default/simple-pmu ||
 	fail "install: /etc/default/simple-pmu missing or not RDPMC_ALWAYS=no"
