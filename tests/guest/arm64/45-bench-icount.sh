@@ -82,12 +82,27 @@ measure() {
 		has "$out" "^unavailable path=$p reason=." || [ -n "$pua0" ] ||
 			fail "$p neither ran nor said why: $out"
 	done
-	# A window that never held in two runs: nothing says what its reads were.
+	# A window that never held: nothing says what its reads were. A switch to another
+	# task on this lone CPU inside the window (a kworker, a timer's wake-up) invalidates
+	# it: on sid 7.2 one run in two or three, with or without let-in threads. Up to 3
+	# more runs, each with the same figure, until one holds.
 	for p in window window-cpu window-fixed window-cpu-fixed; do
 		has "$out" "^path=$p " || continue
+		held=""
 		has "$out" "^path=$p .*window_valid=1" ||
-			has "$again" "^path=$p .*window_valid=1" ||
-			fail "ring=$1: the $p window was invalid in both runs: $out"
+			has "$again" "^path=$p .*window_valid=1" && held=1
+		fig=$(echo "$out" | grep "^path=$p " | sed 's/ window_valid=.$//')
+		tries=2
+		while [ -z "$held" ] && [ $tries -lt 5 ]; do
+			more=$(readbench --insns --cpu 0) || fail "readbench --insns (ring=$1) exit $?: $more"
+			line=$(echo "$more" | grep "^path=$p ")
+			tries=$((tries + 1))
+			[ "${line% window_valid=?}" = "$fig" ] ||
+				fail "ring=$1: run $tries: '$line', the first: '$fig'"
+			has "$line" 'window_valid=1' && held=1
+		done
+		[ -n "$held" ] || fail "ring=$1: the $p window was invalid in all $tries runs: $out"
+		[ $tries -eq 2 ] || echo "ring=$1: the $p window held only in run $tries"
 	done
 }
 per_read() { # PATH: instructions per read in $out
