@@ -5,6 +5,7 @@
 # faults on every CPU; members read, with cycles.h and Python; a non-member is told
 # which group would let it in; two members and a non-member sharing cpu1 get exactly
 # that; members leave the count when they exit, and an exec()ed program is not let in.
+# Loaded with everyone=1, every user's raw reader reads.
 . /tests/lib.sh
 [ -d $SYSFS ] && { unload || fail "cannot unload the module the tests before left"; }
 modprobe $MOD || fail "modprobe failed: $(dmesg | tail -n 3)"
@@ -95,5 +96,14 @@ while [ "$(cat $SYSFS/members)" != 0 ]; do
 	[ $i -lt 100 ] || fail "members still $(cat $SYSFS/members) 1 s after every member exited"
 	sleep 0.01
 done
+# everyone=1 (seed-free, unlike 39's article program): raw readers of any user read on
+# every CPU, and the load warns, naming the exposure.
+unload || fail "rmmod failed"
+log_mark
+modprobe $MOD everyone=1 || fail "modprobe everyone=1 failed: $(dmesg | tail -n 3)"
+[ "$(cat $SYSFS/access)" = everyone ] || fail "access is '$(cat $SYSFS/access)' with everyone=1"
+has "$(log_since)" -F "everyone=1: every local user" ||
+	fail "no warning naming the exposure at load: $(log_since)"
+ok_all "uid 65534, raw, everyone=1" "$(SPMU_RAW=1 runas 65534 pmuread all)"
 kernel_log_clean
-echo "plain load: raw readers SIGILL on $ncpu CPUs (root and uid 65534), exec drops the grant (same CPU: $same); members read (root, group $G: pmuread, cycles.h, Python exact); cpu1 shared: '$m1' '$m2' members, '$m3' not; $during members counted, 0 after"
+echo "plain load: raw readers SIGILL on $ncpu CPUs (root and uid 65534), exec drops the grant (same CPU: $same); members read (root, group $G: pmuread, cycles.h, Python exact); cpu1 shared: '$m1' '$m2' members, '$m3' not; $during members counted, 0 after; everyone=1: raw uid 65534 reads on $ncpu CPUs"
