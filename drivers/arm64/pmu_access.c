@@ -3,10 +3,10 @@
  * simple-pmu arm64: where perf placed our events, and user access to them.
  *
  * Access is open on a CPU while a let-in thread runs there (pmu_member.c),
- * or always with everyone=1. The driver writes PMUSERENR_EL0, only ever to CR|ER (EL0 may read the
- * cycle and event counters) or back to 0, never while the task running
- * has perf's own EL0 grant (5.17+); and it zeroes the counters no perf
- * event holds, at each check while access is open. perf
+ * or always with everyone=1. The driver writes PMUSERENR_EL0, only ever to
+ * CR|ER (EL0 may read the cycle and event counters) or back to 0, never
+ * clearing perf's own EL0 grant (5.17+, spmu_arch_revoke()); and it zeroes
+ * the counters no perf event holds, at each check while access is open. perf
  * writes it too: from 5.17 every armv8pmu_start() sets it for the task
  * that runs, which is 0 unless that task uses perf's own user access, and
  * arm_pmu restarts the PMU after CPU hotplug and on every CPU PM exit.

@@ -7,9 +7,9 @@
  * events (CPU_CYCLES and the configured events) and, once perf has placed
  * them, opens EL0 read access (PMUSERENR_EL0 = CR|ER) while a thread let
  * in through /dev/simple-pmu runs (or, with everyone=1, always),
- * publishing in sysfs which counter each one landed in. It never writes a filter, an
- * event type, PMCR or a counter an event holds (the unheld ones it zeroes
- * at each check while access is open): docs/simple-pmu.4.
+ * publishing in sysfs which counter each one landed in. It never writes a
+ * filter, an event type, PMCR or a counter an event holds (the unheld ones
+ * it zeroes at each check while access is open): docs/simple-pmu.4.
  */
 
 #define pr_fmt(fmt) "simple-pmu: " fmt
