@@ -10,15 +10,19 @@
  *   each (spmu_event_counters());
  * - the ring setting (2011: 1 kernel, 2 user, 3 both) as exclude bits;
  * - whether an RDPMC index perf published names a counter user space may
- *   read for that event.
+ *   read for that event;
+ * - letting a process in (its mapping of /dev/simple-pmu), and when perf's
+ *   per-counter RDPMC block (7.x) asks for the events to be taken again.
  */
 #ifndef SIMPLE_PMU_X86_PLAN_H
 #define SIMPLE_PMU_X86_PLAN_H
 
 #ifdef __KERNEL__
+#include <linux/errno.h>
 #include <linux/perf_event.h>
 #include <linux/string.h>
 #else
+#include <errno.h>
 #include <linux/perf_event.h>
 #include <string.h>
 #endif
@@ -193,6 +197,111 @@ static inline int spmu_x86_published_index(const struct spmu_x86_plan *plan,
 			       (int)ecx : -1;
 	}
 	return -1;
+}
+
+/*
+ * Letting a process in (pmu_member.c): the one mapping of /dev/simple-pmu
+ * it may make. One page at offset 0, never writable or executable: it
+ * carries no data, only the permission perf gives a process that mapped a
+ * perf event. Return: 0, or the -errno mmap() fails with.
+ */
+static inline int spmu_x86_mapping_error(unsigned long len,
+					 unsigned long page_size,
+					 unsigned long pgoff, bool writable,
+					 bool executable)
+{
+	if (len != page_size || pgoff)
+		return -EINVAL;
+	if (writable || executable)
+		return -EINVAL;
+	return 0;
+}
+
+/*
+ * Whether perf granted the mapping: x86 perf's event_mapped() raises the
+ * mm's perf_rdpmc_allowed only for an event it made user-readable (the
+ * cpu PMU's rdpmc not 0 when the node was opened, and on 7.x not a
+ * counter it blocks for user RDPMC), and the kernel then sets CR4.PCE
+ * (@pce: read after, on the mapping process's CPU) unless rdpmc is 0 now.
+ * Checked on the count and the bit themselves, not on perf's private
+ * flag. Return: 0, or -EPERM.
+ */
+static inline int spmu_x86_grant_error(int allowed_before, int allowed_after,
+				       bool pce)
+{
+	return (allowed_after == allowed_before + 1 && pce) ? 0 : -EPERM;
+}
+
+/*
+ * Where perf blocks user RDPMC of CPU-wide counters (7.x, Panther Cove
+ * on: @user_disable) unless rdpmc is 2, the module's counters read 0 in
+ * a let-in process: refuse the mapping unless rdpmc 2 opens them to
+ * everyone already (@everyone). Return: 0, or -EPERM.
+ */
+static inline int spmu_x86_let_in_blocked(bool user_disable, bool everyone)
+{
+	return (user_disable && !everyone) ? -EPERM : 0;
+}
+
+/*
+ * The token a let-in mapping is made from (pmu_member.c): one is shared by
+ * every open file. Make a new one when it is known @bad (perf made it
+ * under rdpmc 0, as its flag or a refused mapping showed), unless @live
+ * tokens are 2 already: an older one still held by open files. So a
+ * member holding files open cannot pile up perf events.
+ */
+static inline bool spmu_x86_token_renew(bool bad, unsigned int live)
+{
+	return bad && live < 2;
+}
+
+/* What a CPU's checks saw the cpu PMU's rdpmc attribute allow. */
+enum spmu_x86_rdpmc_seen {
+	SPMU_RDPMC_MAPPED,	/* 1, the default: processes perf lets in */
+	SPMU_RDPMC_NEVER,	/* 0: nobody, let in or not */
+	SPMU_RDPMC_ALWAYS,	/* 2: every process */
+};
+
+/*
+ * The kernel sets CR4.PCE (@pce) at each switch to an mm iff rdpmc is 2,
+ * or it is 1 and the mm has a perf-granted mapping (@mm_allowed). What
+ * one look cannot tell apart keeps the @last answer.
+ */
+static inline enum spmu_x86_rdpmc_seen
+spmu_x86_rdpmc_seen(bool pce, bool mm_allowed, enum spmu_x86_rdpmc_seen last)
+{
+	if (pce && !mm_allowed)
+		return SPMU_RDPMC_ALWAYS;
+	if (!pce && mm_allowed)
+		return SPMU_RDPMC_NEVER;
+	if (pce)	/* 1 or 2 */
+		return last == SPMU_RDPMC_NEVER ? SPMU_RDPMC_MAPPED : last;
+	/* 0 or 1 */
+	return last == SPMU_RDPMC_ALWAYS ? SPMU_RDPMC_MAPPED : last;
+}
+
+/*
+ * 7.x, where perf blocks user RDPMC per counter (Panther Cove on): perf
+ * decides when it activates an event, from rdpmc then, and our pinned
+ * events stay active. @held CPUs hold our
+ * events, of which @always saw rdpmc 2 at their last check; @blocked and
+ * @unblocked: some event of ours is blocked, some is not. Take the events
+ * again when they were made for the other setting: blocked while rdpmc is
+ * 2 everywhere (blocked events are unplaced, so placement cannot tell), or
+ * readable by perf-mapped processes while it is not.
+ */
+static inline bool spmu_x86_retake(unsigned int held, unsigned int always,
+				   bool blocked, bool unblocked)
+{
+	if (!held)
+		return false;
+	return always == held ? blocked : unblocked;
+}
+
+/* sysfs access: "everyone" where rdpmc 2 opens every CPU holding events. */
+static inline bool spmu_x86_everyone(unsigned int held, unsigned int always)
+{
+	return held && always == held;
 }
 
 /* Why the driver will not load, or SPMU_X86_OK. */

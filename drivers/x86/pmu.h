@@ -12,6 +12,7 @@
 #include "drivers/x86/plan.h"
 
 struct attribute_group;
+struct perf_event;
 
 /* The 2011 attributes: what is counted, and whether counters are held. */
 struct spmu_settings {
@@ -39,11 +40,16 @@ extern struct mutex spmu_lock;
 extern const struct attribute_group *spmu_x86_groups[];
 
 int spmu_probe_hw(void);
+struct perf_event *spmu_cycles_token(void);
 void spmu_counter_set_build(unsigned int ring, struct spmu_counter_set *set);
 int spmu_settings_set(const struct spmu_settings *st);
 bool spmu_rdpmc_always_everywhere(void);
 bool spmu_cpu_rdpmc_always(unsigned int cpu);
+bool spmu_pce_here(void);
 void spmu_rdpmc_watch_start(void);
 void spmu_rdpmc_watch_stop(void);
+int spmu_members_init(void);
+void spmu_members_exit(void);
+unsigned int spmu_members_count(void);
 
 #endif /* SIMPLE_PMU_X86_PMU_H */

@@ -51,16 +51,16 @@ static bool spmu_user_disable_cap(unsigned int max)
 /* CPUID.(7,0):EDX[15]: the package mixes core types (Alder Lake on). */
 #define SPMU_CPUID_7_EDX_HYBRID		BIT(15)
 
-/*
- * perf's x86_pmu.max_period, which is not exported: perf gives it to every
- * counting event as its hw.sample_period (x86_setup_perfctr()), so a
- * disabled one made and dropped at once tells. A sampling event with that
- * period is reloaded exactly when its counter wraps, with a call to us;
- * a longer one would be reloaded silently in between.
+/**
+ * spmu_cycles_token() - a disabled core-cycles event of the cpu PMU
  *
- * Return: 0, or perf's errno (no PMU for PERF_TYPE_HARDWARE cycles).
+ * It takes no counter. perf fills in, when it makes an event, what the
+ * driver needs to know of it: its max_period and whether a process that
+ * maps it may RDPMC (from the rdpmc setting then).
+ *
+ * Return: the event, or an ERR_PTR (no PMU for PERF_TYPE_HARDWARE cycles).
  */
-static int spmu_probe_max_period(u64 *period)
+struct perf_event *spmu_cycles_token(void)
 {
 	struct perf_event_attr attr = {
 		.type = PERF_TYPE_HARDWARE,
@@ -76,6 +76,21 @@ static int spmu_probe_max_period(u64 *period)
 						 cpumask_first(cpu_online_mask),
 						 NULL, NULL, NULL);
 	cpus_read_unlock();
+	return event;
+}
+
+/*
+ * perf's x86_pmu.max_period, which is not exported: perf gives it to every
+ * counting event as its hw.sample_period (x86_setup_perfctr()). A sampling
+ * event with that period is reloaded exactly when its counter wraps, with
+ * a call to us; a longer one would be reloaded silently in between.
+ *
+ * Return: 0, or perf's errno.
+ */
+static int spmu_probe_max_period(u64 *period)
+{
+	struct perf_event *event = spmu_cycles_token();
+
 	if (IS_ERR(event))
 		return PTR_ERR(event);
 	*period = event->hw.sample_period;

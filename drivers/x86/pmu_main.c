@@ -7,8 +7,9 @@
  * The counters are perf's: on every CPU the driver holds pinned kernel
  * events (PERF_TYPE_HARDWARE, so hybrid E-cores get theirs from cpu_atom)
  * and publishes in sysfs which counter each one landed in, as the RDPMC
- * index. It writes no MSR and no CR4 bit: user RDPMC is the cpu PMU's
- * rdpmc attribute (2), which the package's udev rule sets. See
+ * index. It writes no MSR and no CR4 bit: a process is let in to RDPMC
+ * through /dev/simple-pmu as perf lets in a process that maps a perf event
+ * (pmu_member.c); the cpu PMU's rdpmc attribute stays the admin's. See
  * docs/simple-pmu.4.
  */
 
@@ -72,12 +73,14 @@ static int __init spmu_init(void)
 		return ret;
 	}
 
-	/* Last: a sysfs write must find the counters held. */
+	/* After the counters: a sysfs write must find them held. */
 	ret = spmu_sysfs_register(spmu_x86_groups, true);
-	if (ret) {
-		spmu_counters_stop();
-		return ret;
-	}
+	if (ret)
+		goto out_counters;
+	/* Last: a process let in finds the counters published. */
+	ret = spmu_members_init();
+	if (ret)
+		goto out_sysfs;
 	spmu_rdpmc_watch_start();
 
 	pr_info("perfmon version %u, fixed counters %#x (perf drives %#x) of %u bits, %u general of %u bits%s; %u events taken through perf (sysfs events, cpus)\n",
@@ -86,10 +89,17 @@ static int __init spmu_init(void)
 		spmu_hw.perfmon.num_gp, spmu_hw.perfmon.gp_width,
 		spmu_hw.hybrid ? ", hybrid" : "", spmu_hw.plan.nr);
 	return 0;
+
+out_sysfs:
+	spmu_sysfs_unregister();
+out_counters:
+	spmu_counters_stop();
+	return ret;
 }
 
 static void __exit spmu_exit(void)
 {
+	spmu_members_exit();
 	spmu_rdpmc_watch_stop();
 	/* First, so no sysfs write runs while the counters go. */
 	spmu_sysfs_unregister();

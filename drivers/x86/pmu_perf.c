@@ -5,10 +5,11 @@
  *
  * User RDPMC is CR4.PCE, which the kernel rewrites on every switch to
  * another mm (cr4_update_pce_mm()): it stays set only if the cpu PMU's
- * rdpmc attribute is 2, or for a task that mmapped a perf event. The
- * driver never writes CR4 (from 6.19 its helpers are KVM's alone, and a
- * raw write leaves the shadow stale); it only looks, to tell user space
- * and the log when reads would fault.
+ * rdpmc attribute is 2, or for a process perf lets in (one that mapped a
+ * perf event, or /dev/simple-pmu: pmu_member.c). The driver never writes
+ * CR4 (from 6.19 its helpers are KVM's alone, and a raw write leaves the
+ * shadow stale); it only looks, to tell whether rdpmc 2 opens RDPMC to
+ * every process (sysfs access, rdpmc_always).
  */
 
 #define pr_fmt(fmt) "simple-pmu: " fmt
@@ -24,33 +25,39 @@
 
 #include "compat.h"
 #include "drivers/common/counters.h"
+#include "drivers/x86/plan.h"
 #include "drivers/x86/pmu.h"
 
-/* This CPU's PCE was last seen set by rdpmc=2 rather than a perf mmap. */
-static DEFINE_PER_CPU(bool, spmu_rdpmc_ok);
+/* What this CPU's checks saw rdpmc allow (enum spmu_x86_rdpmc_seen). */
+static DEFINE_PER_CPU(int, spmu_rdpmc_seen);
 /*
  * Events of ours with and without perf's per-counter user RDPMC block
- * (7.x), which perf decides once, when it creates an event.
+ * (7.x), which perf decides when it activates an event.
  */
 static DEFINE_PER_CPU(bool, spmu_user_blocked);
 static DEFINE_PER_CPU(bool, spmu_user_unblocked);
 
 /*
- * CR4.PCE of this CPU, interrupts off. Set while the loaded mm has no
- * perf mmap (perf_rdpmc_allowed 0) only under rdpmc=2; set while it has
- * one tells nothing, and the last answer stands. In lazy TLB mode the
- * loaded mm is active_mm, or init_mm after leave_mm(), which has no perf
- * mmap either.
+ * What rdpmc allows, from this CPU's CR4.PCE and the loaded mm, interrupts
+ * off (spmu_x86_rdpmc_seen()). In lazy TLB mode the loaded mm is
+ * active_mm, or init_mm after leave_mm(), which has no perf mapping.
  */
-static bool spmu_rdpmc_always_here(bool last)
+static enum spmu_x86_rdpmc_seen spmu_rdpmc_look(enum spmu_x86_rdpmc_seen last)
 {
 	struct mm_struct *mm = current->active_mm;
 
-	if (!(native_read_cr4() & X86_CR4_PCE))
-		return false;
-	if (mm && atomic_read(&mm->context.perf_rdpmc_allowed))
-		return last;
-	return true;
+	return spmu_x86_rdpmc_seen(native_read_cr4() & X86_CR4_PCE,
+				   mm && atomic_read(&mm->context.perf_rdpmc_allowed),
+				   last);
+}
+
+/*
+ * CR4.PCE for the calling process: any CPU it runs on has its mm loaded,
+ * and the kernel sets PCE from that mm at every switch to it.
+ */
+bool spmu_pce_here(void)
+{
+	return native_read_cr4() & X86_CR4_PCE;
 }
 
 /*
@@ -85,11 +92,14 @@ static void spmu_note_user_blocks(const struct spmu_pcpu *c)
 
 bool spmu_arch_sync_access(struct spmu_pcpu *c, enum spmu_check_cause cause)
 {
-	bool ok = spmu_rdpmc_always_here(this_cpu_read(spmu_rdpmc_ok));
+	enum spmu_x86_rdpmc_seen seen =
+		spmu_rdpmc_look(this_cpu_read(spmu_rdpmc_seen));
 
-	this_cpu_write(spmu_rdpmc_ok, ok);
+	this_cpu_write(spmu_rdpmc_seen, seen);
 	spmu_note_user_blocks(c);
-	WRITE_ONCE(c->open, c->placed && ok && READ_ONCE(spmu_user_access));
+	/* Readable by let-in processes, unless rdpmc 0 was seen. */
+	WRITE_ONCE(c->open, c->placed && seen != SPMU_RDPMC_NEVER &&
+		   READ_ONCE(spmu_user_access));
 	return false;
 }
 
@@ -99,38 +109,49 @@ void spmu_arch_revoke(struct spmu_pcpu *c, struct task_struct *next)
 	/* The events go: nothing of ours is here any more. */
 	this_cpu_write(spmu_user_blocked, false);
 	this_cpu_write(spmu_user_unblocked, false);
-	this_cpu_write(spmu_rdpmc_ok, false);
+	this_cpu_write(spmu_rdpmc_seen, SPMU_RDPMC_MAPPED);
 }
 
 bool spmu_cpu_rdpmc_always(unsigned int cpu)
 {
-	return READ_ONCE(per_cpu(spmu_rdpmc_ok, cpu));
+	return READ_ONCE(per_cpu(spmu_rdpmc_seen, cpu)) == SPMU_RDPMC_ALWAYS;
 }
 
-/* On every CPU holding our counters, and at least one, as last checked. */
-bool spmu_rdpmc_always_everywhere(void)
+/* CPUs holding our events (placed or not), and of those with rdpmc 2 seen. */
+static void spmu_rdpmc_census(unsigned int *held, unsigned int *always)
 {
-	const struct spmu_pcpu *c;
-	unsigned int cpu, n = 0;
+	unsigned int cpu;
 
+	*held = 0;
+	*always = 0;
 	for_each_online_cpu(cpu) {
-		c = spmu_counters_cpu(cpu);
-		if (!READ_ONCE(c->placed))
+		if (!READ_ONCE(spmu_counters_cpu(cpu)->online))
 			continue;
-		if (!spmu_cpu_rdpmc_always(cpu))
-			return false;
-		n++;
+		(*held)++;
+		if (spmu_cpu_rdpmc_always(cpu))
+			(*always)++;
 	}
-	return n > 0;
 }
 
 /*
- * Every few seconds from a few after load (not at load, where the
- * package's udev rule has not yet had the chance to set rdpmc=2 on the
- * module's add event): say once if user RDPMC is not allowed, and on
- * kernels where perf blocks user RDPMC per counter (7.x) take the events
- * again when the rdpmc setting no longer matches how perf made them:
- * blocked while rdpmc is 2, or readable by perf-mmap tasks while it is not.
+ * rdpmc 2 on every CPU holding our events, and at least one, as last
+ * checked. Counted on the CPUs holding events, not on the placed ones:
+ * perf's per-counter block (7.x) leaves events unplaced.
+ */
+bool spmu_rdpmc_always_everywhere(void)
+{
+	unsigned int held, always;
+
+	spmu_rdpmc_census(&held, &always);
+	return spmu_x86_everyone(held, always);
+}
+
+/*
+ * On kernels where perf blocks user RDPMC per counter (7.x, Panther Cove
+ * on), every few seconds: take the events again when the rdpmc setting no
+ * longer matches how perf made them, blocked while rdpmc is 2 or readable
+ * by perf-mapped processes while it is not. Deferrable: an idle machine
+ * is not woken for it; elsewhere there is nothing to watch.
  */
 #define SPMU_RDPMC_WATCH_DELAY		(3 * HZ)
 
@@ -146,25 +167,20 @@ static bool spmu_any_cpu(bool __percpu *flag)
 }
 
 static void spmu_rdpmc_watch_fn(struct work_struct *work);
-static DECLARE_DELAYED_WORK(spmu_rdpmc_watch, spmu_rdpmc_watch_fn);
-static bool spmu_rdpmc_noticed;
+static DECLARE_DEFERRABLE_WORK(spmu_rdpmc_watch, spmu_rdpmc_watch_fn);
 
 static void spmu_rdpmc_watch_fn(struct work_struct *work)
 {
 	static struct spmu_counter_set set;
-	bool always, stale;
+	unsigned int held, always;
 
 	mutex_lock(&spmu_lock);
-	always = spmu_rdpmc_always_everywhere();
-	if (!always && spmu_settings.rdpmc_fixed && !spmu_rdpmc_noticed) {
-		spmu_rdpmc_noticed = true;
-		pr_notice("user RDPMC is not allowed: counters are held but reading them from user space faults until the cpu PMU's rdpmc attribute is 2 (cpu_core and cpu_atom on hybrid parts); see rdpmc_always and cpuN/user_access\n");
-	}
-	stale = always ? spmu_any_cpu(&spmu_user_blocked) :
-			 spmu_any_cpu(&spmu_user_unblocked);
-	if (spmu_settings.rdpmc_fixed && stale) {
+	spmu_rdpmc_census(&held, &always);
+	if (spmu_settings.rdpmc_fixed &&
+	    spmu_x86_retake(held, always, spmu_any_cpu(&spmu_user_blocked),
+			    spmu_any_cpu(&spmu_user_unblocked))) {
 		pr_info("rdpmc is %s2 now: taking the events again, which perf made for the other setting\n",
-			always ? "" : "not ");
+			always == held ? "" : "not ");
 		spmu_counter_set_build(spmu_settings.ring, &set);
 		if (spmu_counters_replace(&set))
 			pr_err("could not take the events again; write 0 then 1 to rdpmc_fixed\n");
@@ -175,7 +191,9 @@ static void spmu_rdpmc_watch_fn(struct work_struct *work)
 
 void spmu_rdpmc_watch_start(void)
 {
-	schedule_delayed_work(&spmu_rdpmc_watch, SPMU_RDPMC_WATCH_DELAY);
+	if (spmu_hw.user_disable)
+		schedule_delayed_work(&spmu_rdpmc_watch,
+				      SPMU_RDPMC_WATCH_DELAY);
 }
 
 void spmu_rdpmc_watch_stop(void)

@@ -39,6 +39,26 @@ SPMU_PERFMON_ATTR(events_unavailable, "%#x", spmu_hw.perfmon.events_unavail);
 SPMU_PERFMON_ATTR(hybrid, "%d", spmu_hw.hybrid);
 SPMU_PERFMON_ATTR(rdpmc_always, "%d", spmu_rdpmc_always_everywhere());
 
+/*
+ * Who may read: the processes let in through /dev/simple-pmu, or every
+ * process where the admin set rdpmc 2.
+ */
+static ssize_t access_show(struct device *dev, struct device_attribute *attr,
+			   char *buf)
+{
+	return sysfs_emit(buf, "%s\n", spmu_rdpmc_always_everywhere() ?
+			  "everyone" : "members");
+}
+static DEVICE_ATTR_RO(access);
+
+/* Live mappings of /dev/simple-pmu. */
+static ssize_t members_show(struct device *dev, struct device_attribute *attr,
+			    char *buf)
+{
+	return sysfs_emit(buf, "%u\n", spmu_members_count());
+}
+static DEVICE_ATTR_RO(members);
+
 /* The encodings of slots 1.., in cpuN/event_index order. */
 static ssize_t events_show(struct device *dev, struct device_attribute *attr,
 			   char *buf)
@@ -118,6 +138,8 @@ static struct attribute *spmu_x86_attrs[] = {
 	&dev_attr_events_unavailable.attr,
 	&dev_attr_hybrid.attr,
 	&dev_attr_rdpmc_always.attr,
+	&dev_attr_access.attr,
+	&dev_attr_members.attr,
 	&dev_attr_events.attr,
 	&dev_attr_ring.attr,
 	&dev_attr_rdpmc_fixed.attr,

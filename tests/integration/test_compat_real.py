@@ -71,6 +71,13 @@ RULES = {
     "HAVE_CR4_UPDATE_IRQSOFF_EXPORT": (lambda v: v < (6, 19),
                                        "6.19: 'x86: Restrict KVM-induced symbol exports to KVM "
                                        "modules' (EXPORT_SYMBOL_FOR_KVM, 2025-11)"),
+    "HAVE_VM_FLAGS_SET": (lambda v: v >= (6, 3),
+                          "6.3: 'mm: introduce vma->vm_flags wrapper functions' (Suren "
+                          "Baghdasaryan) made vm_flags const outside the helpers"),
+    "HAVE_PERF_USER_READ_CNT_FLAG": (lambda v: v >= (5, 17),
+                                     "5.17: 'perf: Add a counter for number of user access "
+                                     "events in context' made PERF_EVENT_FLAG_USER_READ_CNT "
+                                     "generic (x86's RDPMC_ALLOWED before)"),
     "HAVE_RDPMC_USER_DISABLE": (lambda v: v >= (7, 0),
                                 "7.0: per-counter RDPMC_USER_DISABLE for Panther Cove "
                                 "(KERNEL-FACTS.md; seen in the 7.2.13 and 7.3 sources)"),

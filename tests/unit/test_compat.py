@@ -45,6 +45,28 @@ static inline void cpuid_count(unsigned int op, int count, unsigned int *eax,
 \t*eax = op; *ebx = count; *ecx = 0; *edx = 0;
 }
 """
+# Before 6.3 a driver writes vma->vm_flags; from 6.3 only the helpers may (const field).
+MM_OLD = """\
+typedef unsigned long vm_flags_t;
+struct vm_area_struct { vm_flags_t vm_flags; };
+"""
+MM_NEW = """\
+typedef unsigned long vm_flags_t;
+struct vm_area_struct { const vm_flags_t vm_flags; vm_flags_t __vm_flags; };
+static inline void vm_flags_set(struct vm_area_struct *vma, vm_flags_t flags)
+{
+\tvma->__vm_flags |= flags;
+}
+static inline void vm_flags_mod(struct vm_area_struct *vma, vm_flags_t set, vm_flags_t clear)
+{
+\tvma->__vm_flags = (vma->__vm_flags | set) & ~clear;
+}
+"""
+PERF_EVENT_OLD = """\
+struct hw_perf_event { int flags; };
+struct perf_event { struct hw_perf_event hw; };
+"""
+PERF_EVENT_NEW = PERF_EVENT_OLD + "#define PERF_EVENT_FLAG_USER_READ_CNT\t0x80000000\n"
 DEVICE_OLD = "int subsys_system_register(struct bus_type *subsys,\n\t\t\t   const void **groups);\n"
 DEVICE_NEW = DEVICE_OLD.replace("(struct bus_type", "(const struct bus_type")
 MODULE_OLD = "#define MODULE_IMPORT_NS(ns)\tMODULE_INFO(import_ns, __stringify(ns))\n"
@@ -121,6 +143,8 @@ def make_tree(root: Path, arch: str = "arm64", *, files: dict[str, str] | None =
     if arch == "amd64":
         content["arch/x86/include/asm/msr.h"] = MSR_OLD
         content["arch/x86/include/asm/processor.h"] = CPUID_COUNT
+        content["include/linux/mm.h"] = MM_OLD
+        content["include/linux/perf_event.h"] = PERF_EVENT_OLD
     content.update(files or {})
     return write_files(root, content, skip)
 
@@ -424,6 +448,8 @@ def test_rendered_arm64_header_is_valid_c_with_hostile_comments(tmp_path, monkey
     ({"arch/x86/include/asm/cpuid.h": CPUID_COUNT}, "cpuid.h"),
     ({"arch/x86/include/asm/cpuid/api.h": CPUID_COUNT,
       "arch/x86/include/asm/msr.h": MSR_NEW,
+      "include/linux/mm.h": MM_NEW,
+      "include/linux/perf_event.h": PERF_EVENT_NEW,
       "arch/x86/include/asm/processor.h": "#error processor.h is not needed here\n"}, "api.h"),
 ])
 def test_rendered_amd64_header_compiles_against_tree_headers(tmp_path, files, via):
@@ -438,13 +464,46 @@ def test_rendered_amd64_header_compiles_against_tree_headers(tmp_path, files, vi
     assert f"/{via}>" in text or f"<asm/{via}>" in text
     have_rdmsrq = next(r.value for r in results if r.feature.name == "HAVE_RDMSRQ")
     assert have_rdmsrq == ("arch/x86/include/asm/msr.h" in files)
+    have_vm_flags_set = next(r.value for r in results if r.feature.name == "HAVE_VM_FLAGS_SET")
+    assert have_vm_flags_set == ("include/linux/mm.h" in files)
+    have_flag = next(r.value for r in results if r.feature.name == "HAVE_PERF_USER_READ_CNT_FLAG")
+    assert have_flag == ("include/linux/perf_event.h" in files)
     body = ("static int use(void) {\n"
             "\tunsigned int a, b, c, d; unsigned long long v;\n"
+            "\tstruct vm_area_struct vma = { 0 };\n"
             "\tcpuid_count(7, 0, &a, &b, &c, &d);\n"
-            "\treturn rdmsrq_safe(0x38d, &v) + wrmsrq_safe(0x38d, v) + (int)(a + b + c + d);\n"
+            "\tstruct perf_event ev = { { 0 } };\n"
+            "\tspmu_vma_flags(&vma, 0x4, 0x20);\n"
+            "\treturn rdmsrq_safe(0x38d, &v) + wrmsrq_safe(0x38d, v) + (int)(a + b + c + d)\n"
+            "\t       + spmu_event_user_readable(&ev);\n"
             "}\nint (*keep)(void) = use;\n")
     proc = gcc_syntax_check(tmp_path, out, body, kdir / "include", kdir / "arch/x86/include")
     assert proc.returncode == 0, proc.stderr + text
+
+
+@pytest.mark.parametrize(("mm", "field"), [(MM_OLD, "vm_flags"), (MM_NEW, "__vm_flags")])
+def test_rendered_vma_flags_sets_and_clears(tmp_path, mm, field):
+    """spmu_vma_flags() on both sides of 6.3 sets what it is told to set and clears what
+    it is told to clear, and nothing else (run, not only compiled)."""
+    kdir = make_tree(tmp_path / "t", "amd64", files={"include/linux/mm.h": mm})
+    out = tmp_path / "compat.h"
+    compat.write(kdir, out)
+    src = tmp_path / "flags.c"
+    src.write_text(f'#include <stdio.h>\n#include "{out}"\n'
+                   "int main(void)\n{\n"
+                   "\tstruct vm_area_struct vma;\n"
+                   f"\t*(vm_flags_t *)&vma.{field} = 0x31;\n"
+                   "\tspmu_vma_flags(&vma, 0x104, 0x21);\n"
+                   f'\tprintf("%#lx\\n", (unsigned long)vma.{field});\n'
+                   "\treturn 0;\n}\n")
+    exe = tmp_path / "flags"
+    build = subprocess.run(["gcc", "-std=gnu11", "-Wall", "-Werror", "-o", str(exe), str(src),
+                            f"-I{kdir / 'include'}", f"-I{kdir / 'arch/x86/include'}"],
+                           capture_output=True, text=True)
+    assert build.returncode == 0, build.stderr
+    # 0x31 | 0x104 = 0x135, then & ~0x21 = 0x114
+    assert subprocess.run([str(exe)], capture_output=True, text=True,
+                          check=True).stdout.strip() == "0x114"
 
 
 # --- write() and main() ------------------------------------------------------------------

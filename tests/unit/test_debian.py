@@ -186,17 +186,21 @@ def test_udev_rule_gives_the_device_node_group_simple_pmu_mode_0660():
 
 
 def test_udev_rule_names_the_drivers_node_and_the_headers_group():
-    """The rule's KERNEL is the arm64 driver's miscdevice name, and its GROUP the one
-    cycles.h names in its reasons (CYCLES_DEV_GROUP) and the postinst makes."""
-    member = (REPO / "drivers" / "arm64" / "pmu_member.c").read_text()
-    misc = re.search(r"struct miscdevice \w+ = \{(.*?)\};", member, re.S)
-    assert misc, "drivers/arm64/pmu_member.c: no struct miscdevice"
-    name = re.search(r'\.name\s*=\s*"([^"]+)"', misc.group(1)).group(1)
+    """The rule's KERNEL is both drivers' miscdevice name (root-only until the rule
+    applies), and its GROUP the one cycles.h names in its reasons (CYCLES_DEV_GROUP) and
+    the postinst makes."""
     group = re.search(r'#define CYCLES_DEV_GROUP\s+"([^"]+)"',
                       (REPO / "include" / "cycles.h").read_text()).group(1)
     line = next(line for line in RULES.read_text().splitlines() if 'SUBSYSTEM=="misc"' in line)
     keys = {k: v for k, _, v in rule_keys(line)}
-    assert (keys["KERNEL"], keys["GROUP"]) == (name, group) == ("simple-pmu", "simple-pmu")
+    for arch in ("arm64", "x86"):
+        member = (REPO / "drivers" / arch / "pmu_member.c").read_text()
+        misc = re.search(r"struct miscdevice \w+ = \{(.*?)\};", member, re.S)
+        assert misc, f"drivers/{arch}/pmu_member.c: no struct miscdevice"
+        name = re.search(r'\.name\s*=\s*"([^"]+)"', misc.group(1)).group(1)
+        mode = re.search(r"\.mode\s*=\s*(0[0-7]+)", misc.group(1)).group(1)
+        assert (keys["KERNEL"], keys["GROUP"]) == (name, group) == ("simple-pmu", "simple-pmu")
+        assert mode == "0600", f"drivers/{arch}: the node is {mode} before udev's rule"
     assert "addgroup --system --quiet simple-pmu" in POSTINST.read_text()
 
 

@@ -3,6 +3,7 @@ each CPU gets on real CPUs (tests/unit/data/cpuid dumps), which counters perf ma
 and which published RDPMC indices the driver accepts. tests/unit/c/x86_plan.c prints what the
 header computes; no expected value is computed in Python from the same rules."""
 
+import errno
 from pathlib import Path
 
 import pytest
@@ -167,3 +168,94 @@ def test_refusal_rules(harness):
     assert refusal(eax=(a[0] & ~0xFF00) | 0x100) == NO_PERF_PMU   # 1 general counter
     assert refusal(eax=(a[0] & ~0xFF000000) | 0x6000000) == NO_PERF_PMU  # EBX length 6
     assert refusal(eax=(a[0] & ~0xFF) | 1) == NO_FIXED  # version 1
+
+
+PAGE = 4096
+
+
+@pytest.mark.parametrize(("args", "errno_name"), [
+    ((PAGE, PAGE, 0, 0, 0), None),
+    ((2 * PAGE, PAGE, 0, 0, 0), "EINVAL"),   # more than the one page
+    ((PAGE, PAGE, 1, 0, 0), "EINVAL"),       # an offset
+    ((PAGE, PAGE, 0, 1, 0), "EINVAL"),       # writable
+    ((PAGE, PAGE, 0, 0, 1), "EINVAL"),       # executable
+    ((16384, 16384, 0, 0, 0), None),         # the page size is the kernel's, not 4096
+])
+def test_mapping_that_lets_a_process_in(harness, args, errno_name):
+    """The one mapping of /dev/simple-pmu pmu_member.c accepts: one page, offset 0,
+    read-only; anything else is refused before perf is asked."""
+    want = 0 if errno_name is None else -getattr(errno, errno_name)
+    assert run(harness, "mapping", *args) == {"error": str(want)}
+
+
+@pytest.mark.parametrize(("before", "after", "pce", "errno_name"), [
+    (0, 1, 1, None),      # perf raised the mm's count, CR4.PCE set: RDPMC while mapped
+    (3, 4, 1, None),      # a process with perf mmaps of its own already
+    (0, 0, 0, "EPERM"),   # rdpmc 0 at open, or a counter perf blocks (7.x): perf gave nothing
+    (2, 2, 1, "EPERM"),   # PCE set by other mappings, but this one got nothing
+    (0, 1, 0, "EPERM"),   # counted, but rdpmc went to 0 since the open: PCE stays clear
+    (0, 2, 1, "EPERM"),   # the count moved otherwise: not what perf_mmap() does
+])
+def test_grant_is_read_on_perfs_count_and_cr4(harness, before, after, pce, errno_name):
+    want = 0 if errno_name is None else -getattr(errno, errno_name)
+    assert run(harness, "grant", before, after, pce) == {"error": str(want)}
+
+
+@pytest.mark.parametrize(("held", "always", "blocked", "unblocked", "retake", "everyone"), [
+    (4, 4, 1, 0, 1, 1),   # rdpmc now 2 everywhere, events made blocked: take again
+    (4, 4, 0, 1, 0, 1),   # made for rdpmc 2 already
+    (4, 0, 0, 1, 1, 0),   # rdpmc no longer 2, events readable by perf-mapped processes
+    (4, 0, 1, 0, 0, 0),   # made blocked for rdpmc 1: as perf wants
+    (4, 2, 1, 1, 1, 0),   # rdpmc 2 seen on some CPUs only: not everyone yet
+    (4, 2, 1, 0, 0, 0),   # ...and every event blocked, as perf wants below 2: wait
+    (4, 4, 1, 1, 1, 1),   # rdpmc 2 everywhere, some events still blocked: take again
+    (0, 0, 0, 0, 0, 0),   # no events held: nothing to take, nobody reads
+])
+def test_retake_when_perf_made_the_events_for_the_other_rdpmc(harness, held, always, blocked,
+                                                              unblocked, retake, everyone):
+    """Panther Cove (7.x): blocked events are unplaced, so the decision counts the CPUs
+    that hold events, not the placed ones (with placed CPUs, blocked events under rdpmc 2
+    were never taken back)."""
+    assert run(harness, "retake", held, always, blocked, unblocked) == {
+        "retake": str(retake), "everyone": str(everyone)}
+
+
+@pytest.mark.parametrize(("user_disable", "everyone", "errno_name"), [
+    (0, 0, None),     # perf lets a mapped process RDPMC the CPU-wide counters
+    (0, 1, None),
+    (1, 0, "EPERM"),  # 7.x Panther Cove: perf blocks them unless rdpmc 2 (the token still maps)
+    (1, 1, None),     # rdpmc 2: open to everyone, a mapping changes nothing
+])
+def test_let_in_refused_where_perf_blocks_cpu_wide_counters(harness, user_disable, everyone,
+                                                            errno_name):
+    want = 0 if errno_name is None else -getattr(errno, errno_name)
+    assert run(harness, "blocked", user_disable, everyone) == {"error": str(want)}
+
+
+@pytest.mark.parametrize(("bad", "live", "renew"), [
+    (0, 1, 0),   # a good token is shared by every open
+    (1, 1, 1),   # made under rdpmc 0: make a new one
+    (1, 2, 0),   # an older one is still held open: no third perf event
+    (1, 0, 1),   # none yet
+])
+def test_one_token_shared_and_at_most_two_alive(harness, bad, live, renew):
+    assert run(harness, "renew", bad, live) == {"renew": str(renew)}
+
+
+MAPPED, NEVER, ALWAYS = 0, 1, 2  # enum spmu_x86_rdpmc_seen
+
+
+@pytest.mark.parametrize(("pce", "mm_allowed", "last", "seen"), [
+    (1, 0, MAPPED, ALWAYS),   # PCE without a mapping: rdpmc 2
+    (1, 0, NEVER, ALWAYS),
+    (0, 1, MAPPED, NEVER),    # a let-in process without PCE: rdpmc 0
+    (0, 1, ALWAYS, NEVER),
+    (1, 1, NEVER, MAPPED),    # a let-in process with PCE: 1 or 2, not 0
+    (1, 1, ALWAYS, ALWAYS),
+    (1, 1, MAPPED, MAPPED),
+    (0, 0, ALWAYS, MAPPED),   # nobody let in, no PCE: 0 or 1, not 2
+    (0, 0, NEVER, NEVER),
+    (0, 0, MAPPED, MAPPED),
+])
+def test_rdpmc_setting_inferred_from_cr4_and_the_mm(harness, pce, mm_allowed, last, seen):
+    assert run(harness, "seen", pce, mm_allowed, last) == {"seen": str(seen)}

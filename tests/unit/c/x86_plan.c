@@ -11,6 +11,12 @@
  *                      USER_BLOCKED
  *   x86_plan attr HW_ID RING PERIOD
  *   x86_plan refusal INTEL ARCH_PERFMON MAX_LEAF A_EAX A_EBX A_ECX A_EDX
+ *   x86_plan mapping LEN PAGE_SIZE PGOFF WRITABLE EXECUTABLE
+ *   x86_plan grant ALLOWED_BEFORE ALLOWED_AFTER PCE
+ *   x86_plan retake HELD ALWAYS BLOCKED UNBLOCKED
+ *   x86_plan blocked USER_DISABLE EVERYONE
+ *   x86_plan renew BAD LIVE
+ *   x86_plan seen PCE MM_ALLOWED LAST
  *
  * Numbers are parsed with base 0 (0x... hex).
  */
@@ -77,6 +83,41 @@ int main(int argc, char **argv)
 		printf("freq=%u\nsample_period=%llu\nprecise_ip=%u\n",
 		       attr.freq, (unsigned long long)attr.sample_period,
 		       attr.precise_ip);
+		return 0;
+	}
+	if (argc == 7 && !strcmp(argv[1], "mapping")) {
+		printf("error=%d\n", spmu_x86_mapping_error(strtoul(argv[2], NULL, 0),
+							    strtoul(argv[3], NULL, 0),
+							    strtoul(argv[4], NULL, 0),
+							    num(argv[5]), num(argv[6])));
+		return 0;
+	}
+	if (argc == 5 && !strcmp(argv[1], "grant")) {
+		printf("error=%d\n", spmu_x86_grant_error(atoi(argv[2]),
+							  atoi(argv[3]),
+							  num(argv[4])));
+		return 0;
+	}
+	if (argc == 6 && !strcmp(argv[1], "retake")) {
+		printf("retake=%d\neveryone=%d\n",
+		       spmu_x86_retake(num(argv[2]), num(argv[3]), num(argv[4]),
+				       num(argv[5])),
+		       spmu_x86_everyone(num(argv[2]), num(argv[3])));
+		return 0;
+	}
+	if (argc == 4 && !strcmp(argv[1], "blocked")) {
+		printf("error=%d\n", spmu_x86_let_in_blocked(num(argv[2]),
+							     num(argv[3])));
+		return 0;
+	}
+	if (argc == 4 && !strcmp(argv[1], "renew")) {
+		printf("renew=%d\n", spmu_x86_token_renew(num(argv[2]),
+							  num(argv[3])));
+		return 0;
+	}
+	if (argc == 5 && !strcmp(argv[1], "seen")) {
+		printf("seen=%d\n", spmu_x86_rdpmc_seen(num(argv[2]), num(argv[3]),
+							num(argv[4])));
 		return 0;
 	}
 	if (argc == 9 && !strcmp(argv[1], "refusal")) {
