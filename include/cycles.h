@@ -48,24 +48,44 @@
  *       there only a pinned window (below) is CYCLES_EXACT, a single
  *       reading never (its cached index is not checked around it).
  *
- * Let in (arm64): loading the module opens its counters to nobody. Its
- * sysfs `access` says who may read them: "members", the threads let in
- * through its device node CYCLES_DEV_NODE (/dev/simple-pmu), whose group
- * and mode are the admin's choice (the package's udev rule: group
- * simple-pmu, mode 0660; without it root only); or "everyone" (loaded with
- * everyone=1, as in 2011; an older module without `access`, and x86, are
- * read the same way). Where `access` is "members", a thread whose path
- * becomes the module's is let in first: the node is opened, asked
- * (SPMU_IOC_JOIN) and closed at once (the grant is the thread's, not the
- * fd's; an open fd would keep the module from unloading). A thread that
- * cannot open the node is not on the module path: the module's reason
- * (cycles_unavailable_reason()) names the node, its group and mode, and
- * the fix (an admin adds the user to the group, who logs in again). The
- * grant is per thread: a new thread or a forked child is let in at its
- * own first use; exec and a reload of the module drop it. After a guarded
- * module-path read or window that faulted, the thread asks again, once
- * (that reading or window stays invalid). cycles_join() and cycles_leave()
- * do it by hand, for programs that read the counters themselves.
+ * Let in: loading the module opens its counters to nobody. Its sysfs
+ * `access` says who may read them: "members", the threads (arm64) or
+ * processes (x86) let in through its device node CYCLES_DEV_NODE
+ * (/dev/simple-pmu), whose group and mode are the admin's choice (the
+ * package's udev rule: group simple-pmu, mode 0660; without it root only);
+ * or "everyone" (arm64: loaded with everyone=1, as in 2011; x86: the cpu
+ * PMU's rdpmc attribute is 2, which lets every task RDPMC). A module
+ * without `access` (older) is read as "everyone"; on x86 it then needs
+ * rdpmc 2 (the module's reason says so).
+ * Where `access` is "members", a thread whose path becomes the module's is
+ * let in first. A thread that cannot open the node is not on the module
+ * path: the module's reason (cycles_unavailable_reason()) names the node,
+ * its group and mode, and the fix (an admin adds the user to the group,
+ * who logs in again).
+ *
+ *   arm64, per thread: the node is opened, asked (SPMU_IOC_JOIN) and closed
+ *   at once (the grant is the thread's, not the fd's; an open fd would keep
+ *   the module from unloading). A new thread or a forked child is let in
+ *   at its own first use; exec and a reload of the module drop it. After a
+ *   guarded module-path read or window that faulted, the thread asks again,
+ *   once (that reading or window stays invalid).
+ *
+ *   x86-64, per process: the node is opened, one page of it mapped
+ *   (PROT_READ, MAP_SHARED, offset 0) and closed. While that mapping exists
+ *   every thread of the process may RDPMC (the kernel's per-mm permission,
+ *   as for a perf event's mmap page). The mapping has no pages: it is never
+ *   touched (that would be SIGBUS). The first thread that needs it maps it,
+ *   once for the process; a forked child has none (it keeps RDPMC until it
+ *   execs, as perf's) and maps its own at its first use; exec ends it. The
+ *   mapping holds the module (rmmod fails while a let-in process lives), so
+ *   no reload drops it. A mapping refused with EPERM means perf allows no
+ *   user RDPMC here: the reason names the cpu PMU's rdpmc attribute and the
+ *   fix (1 where it is 0; 2, which is everyone, where perf keeps CPU-wide
+ *   counters from user RDPMC below 2: Linux 7.x on Panther Cove and later).
+ *
+ * cycles_join() and cycles_leave() do it by hand, for programs that read
+ * the counters themselves; on x86 cycles_leave() takes the whole process
+ * out (every thread).
  *
  * Every reading says where it came from and what it is worth:
  *
@@ -186,10 +206,11 @@
  * storage, set up at the thread's first use, closed at thread exit (a
  * pthread key destructor) and in a forked child (pthread_atfork; a child
  * made by a raw clone() or vfork() must not use the header). The module's
- * placement cache and the fault guard (its handler, and the program's
- * handler it chains to) are one per program. All are weak definitions in
- * this header, merged into one by the linker: no library to link, so the 2011
- * tcyc.c still builds with a plain `cc tcyc.c`. Shared objects built with
+ * placement cache, the fault guard (its handler, and the program's
+ * handler it chains to) and (x86) the let-in mapping are one per program.
+ * All are weak definitions in this header, merged into one by the linker:
+ * no library to link, so the 2011 tcyc.c still builds with a plain
+ * `cc tcyc.c`. Shared objects built with
  * -fvisibility=hidden each get their own copy (then each keeps its own
  * per-thread events: correct, if wasteful; but two such guards whose
  * module-path windows overlap in time can save each other as the handler
@@ -282,11 +303,14 @@ typedef unsigned long long counter_t;
 #define CYCLES_SYSFS_DIR	"/sys/devices/system/simple-pmu/simple-pmu0"
 #endif
 
-/* The module's device node, through which a thread is let in (arm64). */
+/* The module's device node, through which a reader is let in. */
 #ifndef CYCLES_DEV_NODE
 #define CYCLES_DEV_NODE		"/dev/simple-pmu"
 #endif
-/* Its ioctls (drivers/arm64/pmu.h): let the calling thread in, take it out. */
+/*
+ * Its ioctls (drivers/arm64/pmu.h): let the calling thread in, take it out.
+ * arm64 only: x86 lets a process in by a mapping of the node (ENOTTY).
+ */
 #define CYCLES_IOC_JOIN		_IO(0xB9, 0x01)
 #define CYCLES_IOC_LEAVE	_IO(0xB9, 0x02)
 /* The node's group in the package's udev rule (named where stat cannot). */
@@ -577,6 +601,14 @@ CYCLES_WEAK struct cycles_state cycles_module_cache = {
 };
 /* Serialises refills of the cache; reads of it take no lock. */
 CYCLES_WEAK pthread_mutex_t cycles_module_lock = PTHREAD_MUTEX_INITIALIZER;
+#if defined(__x86_64__)
+/*
+ * x86: this process's mapping of the module's node, which lets it in
+ * (NULL: none), one per program as the cache; set and cleared under
+ * cycles_module_lock. Never touched: it has no pages.
+ */
+CYCLES_WEAK void *cycles_let_in_map;
+#endif
 
 static inline struct cycles_state *cycles_state(void)
 {
@@ -733,6 +765,25 @@ static inline int cycles_refresh(void)
 
 	pthread_mutex_lock(&cycles_module_lock);
 	rc = cycles_refresh_locked();
+	pthread_mutex_unlock(&cycles_module_lock);
+	return rc;
+}
+
+/*
+ * cycles_refresh(), and @cpu's cycle counter index in what it read into
+ * *cycle (CYCLES_IDX_NONE: none, or nothing published for @cpu), under
+ * the same lock: until a refill is done, other threads that look without
+ * the lock find no CPU in the cache.
+ */
+static inline int cycles_refresh_cpu(int cpu, int *cycle)
+{
+	struct cycles_state *st = cycles_state();
+	int rc;
+
+	pthread_mutex_lock(&cycles_module_lock);
+	rc = cycles_refresh_locked();
+	*cycle = cpu >= 0 && cpu < st->nr_cpus ? st->cpu[cpu].cycle :
+		 CYCLES_IDX_NONE;
 	pthread_mutex_unlock(&cycles_module_lock);
 	return rc;
 }
@@ -1214,7 +1265,8 @@ struct cycles_thread {
 	volatile sig_atomic_t faulted;	/* it faulted (and was skipped) */
 	volatile unsigned int faults;	/* faults skipped, ever (perf path) */
 	volatile unsigned int fault_hw;	/* the counter whose read faulted */
-	int joined;			/* let in through the node (arm64) */
+	int joined;			/* let in (x86: the process, as this
+					   thread last saw it) */
 	char join_reason[512];		/* why it could not be let in */
 	char reason[1024];
 };
@@ -1406,6 +1458,14 @@ static inline void cycles_atfork_child(void)
 	cycles_guard_users = cycles_tls.guarding;
 	/* The grant was the parent thread's: the child asks at its first use. */
 	cycles_tls.joined = 0;
+#if defined(__x86_64__)
+	/*
+	 * The mapping is not copied (the kernel's VM_DONTCOPY): the child has
+	 * none to unmap. It keeps RDPMC until it execs, and maps its own at
+	 * its first use (then the module counts it).
+	 */
+	cycles_let_in_map = NULL;
+#endif
 	if (cycles_tls.ready)
 		cycles_thread_close(&cycles_tls);
 }
@@ -1434,7 +1494,7 @@ static inline void cycles_init_once(void)
 }
 
 /*
- * Letting a thread in (see the top of the file).
+ * Letting a reader in (see the top of the file).
  */
 
 /* 1 if the loaded module reads only for members (sysfs access "members"). */
@@ -1446,6 +1506,7 @@ static inline int cycles_members_only(void)
 	       !strcmp(buf, "members");
 }
 
+#if defined(__aarch64__)
 /*
  * One ioctl on the node, which is closed at once: 0, or with errno -1 if
  * the node cannot be opened, -2 if the ioctl failed.
@@ -1464,42 +1525,150 @@ static inline int cycles_dev_ioctl(unsigned long request)
 	return rc < 0 ? -2 : 0;
 }
 
+/* Let the calling thread in: as cycles_dev_ioctl(). */
+static inline int cycles_dev_let_in(void)
+{
+	return cycles_dev_ioctl(CYCLES_IOC_JOIN);
+}
+#else
 /*
- * Let the calling thread in, for a program that reads the counters itself:
- * 0 when it may read now (let in, or the module reads for everyone: access
+ * Let this process in, once: map one page of the node (never touched) and
+ * close it; the mapping is the grant. 0 (also when it is mapped already),
+ * or with errno -1 if the node cannot be opened, -2 if the mapping was
+ * refused (EPERM: perf allows no user RDPMC here; EINVAL, ENODEV, ENOMEM).
+ */
+static inline int cycles_dev_let_in(void)
+{
+	long page = sysconf(_SC_PAGESIZE);
+	int fd, err, rc = 0;
+	void *p;
+
+	pthread_mutex_lock(&cycles_module_lock);
+	if (cycles_let_in_map)
+		goto out;
+	fd = open(CYCLES_DEV_NODE, O_RDONLY | O_CLOEXEC);
+	if (fd < 0) {
+		rc = -1;
+		goto out;
+	}
+	p = mmap(NULL, (size_t)page, PROT_READ, MAP_SHARED, fd, 0);
+	err = errno;
+	close(fd);
+	errno = err;
+	if (p == MAP_FAILED)
+		rc = -2;
+	else
+		cycles_let_in_map = p;
+out:
+	err = errno;
+	pthread_mutex_unlock(&cycles_module_lock);
+	errno = err;
+	return rc;
+}
+
+/* Take this process out: unmap its mapping, if any. 0, or -1 with errno. */
+static inline int cycles_dev_let_out(void)
+{
+	void *p;
+	int rc = 0;
+
+	pthread_mutex_lock(&cycles_module_lock);
+	p = cycles_let_in_map;
+	cycles_let_in_map = NULL;
+	if (p && munmap(p, (size_t)sysconf(_SC_PAGESIZE)) < 0)
+		rc = -1;
+	pthread_mutex_unlock(&cycles_module_lock);
+	return rc;
+}
+#endif
+
+/*
+ * Let the caller in, for a program that reads the counters itself: 0 when
+ * it may read now (let in, or the module reads for everyone: access
  * "everyone", or no `access` at all), else -1 with errno: EACCES or EPERM
- * (this user may not open the node), ENOENT (no node, or no module).
+ * (this user may not open the node), ENOENT (no node, or no module). arm64
+ * lets the calling thread in; x86 the whole process (every thread), where
+ * the mapping may also be refused: EPERM (perf allows no user RDPMC:
+ * cycles_unavailable_reason() says why), ENODEV, ENOMEM.
  */
 static inline int cycles_join(void)
 {
+	/* A forked child must forget the grant: the atfork handlers. */
+	pthread_once(&cycles_once, cycles_init_once);
 	if (access(CYCLES_SYSFS_DIR, F_OK) < 0) {
 		errno = ENOENT;
 		return -1;
 	}
 	if (!cycles_members_only())
 		return 0;
-	if (cycles_dev_ioctl(CYCLES_IOC_JOIN) < 0)
+	if (cycles_dev_let_in() < 0)
 		return -1;
 	cycles_tls.joined = 1;
 	return 0;
 }
 
 /*
- * Take the calling thread out: 0 (also where nobody needs letting in), or
- * -1 with errno. On the module path the header lets it in again at the
- * next read that faults; choose another scope to stay out.
+ * Take the caller out: 0 (also where nobody needs letting in), or -1 with
+ * errno. arm64: the calling thread; on the module path the header lets it
+ * in again at the next read that faults. x86: the whole process (its
+ * mapping is unmapped: every thread's RDPMC faults from now on, caught on
+ * the module path); the header lets it in again at the next
+ * perfmon_available() or choice of path. Choose another scope to stay out.
  */
 static inline int cycles_leave(void)
 {
 	cycles_tls.joined = 0;
+#if defined(__x86_64__)
+	return cycles_dev_let_out();
+#else
 	if (!cycles_members_only())
 		return 0;
 	return cycles_dev_ioctl(CYCLES_IOC_LEAVE) < 0 ? -1 : 0;
+#endif
 }
 
+#if defined(__x86_64__)
 /*
- * Why this thread was not let in, and the fix: @failed and @err are
- * cycles_dev_ioctl()'s result and errno. The node's group and mode come
+ * x86: why perf refused the mapping (EPERM), and the fix: no user RDPMC at
+ * all (a cpu PMU's rdpmc attribute is 0), else a kernel that keeps
+ * CPU-wide counters from user RDPMC unless rdpmc is 2 (it is not).
+ */
+static inline void cycles_rdpmc_refused(char *buf, size_t size)
+{
+	static const char *const attrs[] = {
+		CYCLES_RDPMC_ATTR, CYCLES_RDPMC_ATTR_CORE, CYCLES_RDPMC_ATTR_ATOM
+	};
+	const char *seen = NULL;
+	char v[16];
+	unsigned int i;
+
+	for (i = 0; i < sizeof(attrs) / sizeof(attrs[0]); i++) {
+		if (cycles_read_file(attrs[i], v, sizeof(v)) < 0)
+			continue;
+		if (!seen)
+			seen = attrs[i];
+		if (!strcmp(v, "0")) {
+			snprintf(buf, size, "not let in: " CYCLES_DEV_NODE
+				 " refused to let this process in (EPERM): "
+				 "perf allows no user RDPMC (%s is 0); an admin "
+				 "writes 1 to it (echo 1 > %s; cpu_core and "
+				 "cpu_atom on hybrid parts)", attrs[i],
+				 attrs[i]);
+			return;
+		}
+	}
+	snprintf(buf, size, "not let in: " CYCLES_DEV_NODE " refused to let "
+		 "this process in (EPERM): this kernel lets user RDPMC read "
+		 "CPU-wide counters only at rdpmc 2 (Linux 7.x on Panther "
+		 "Cove and later); an admin writes 2 to %s (cpu_core and "
+		 "cpu_atom on hybrid parts), which lets every task read "
+		 "them (access everyone)", seen ? seen : CYCLES_RDPMC_ATTR);
+}
+#endif
+
+/*
+ * Why this reader was not let in, and the fix: @failed and @err are
+ * cycles_dev_let_in()'s result and errno. The node's group and mode come
  * from the node itself.
  */
 static inline void cycles_join_reason(int failed, int err, char *buf,
@@ -1511,6 +1680,17 @@ static inline void cycles_join_reason(int failed, int err, char *buf,
 	char grbuf[4096];
 	struct stat st;
 
+#if defined(__x86_64__)
+	if (failed == -2 && err == EPERM) {
+		cycles_rdpmc_refused(buf, size);
+		return;
+	}
+	if (failed == -2) {
+		snprintf(buf, size, "not let in: " CYCLES_DEV_NODE " refused "
+			 "to let this process in (%s)", strerror(err));
+		return;
+	}
+#endif
 	if (failed == -2) {
 		snprintf(buf, size, "not let in: " CYCLES_DEV_NODE " refused "
 			 "to let this thread in (%s)", strerror(err));
@@ -1548,29 +1728,39 @@ static inline void cycles_join_reason(int failed, int err, char *buf,
 }
 
 /*
- * NULL if this thread is let in or need not be (access is not "members"),
- * else why not (valid until its next call). Asks at most once per call.
+ * NULL if this reader is let in or need not be (access is not "members"),
+ * else why not (valid until its next call). Asks at most once per call:
+ * arm64 for this thread, unless it was let in; x86 for the process, unless
+ * it is mapped already (then without a system call).
  */
 static inline const char *cycles_thread_join(struct cycles_thread *t)
 {
 	int rc;
 
-	if (t->joined || !cycles_members_only())
+#if defined(__aarch64__)
+	if (t->joined)
 		return NULL;
-	rc = cycles_dev_ioctl(CYCLES_IOC_JOIN);
+#endif
+	if (!cycles_members_only())
+		return NULL;
+	rc = cycles_dev_let_in();
 	if (rc == 0) {
 		t->joined = 1;
 		return NULL;
 	}
+	t->joined = 0;
 	cycles_join_reason(rc, errno, t->join_reason, sizeof(t->join_reason));
 	return t->join_reason;
 }
 
 /*
  * After a guarded module-path read or window that faulted (never in the
- * handler): the grant may be gone (the module was reloaded), so ask again,
- * once. A fault for another reason (perf withdrew access for a while)
- * costs the same system calls and changes nothing.
+ * handler). arm64: the grant may be gone (the module was reloaded), so ask
+ * again, once. A fault for another reason (perf withdrew access for a
+ * while) costs the same system calls and changes nothing. x86: nothing to
+ * ask: the process's mapping holds the module (no reload while it exists)
+ * and outlives the fault, which is perf's (rdpmc written 0) or follows
+ * cycles_leave().
  */
 static inline void cycles_rejoin(struct cycles_thread *t)
 {
@@ -2387,11 +2577,12 @@ static inline unsigned int cycles_window_end(struct cycles_window *w)
  */
 #if defined(__x86_64__)
 /*
- * A user RDPMC outside a task that mmapped a perf event faults unless the
- * cpu PMU's rdpmc attribute is 2 (kernels from 4.0 clear CR4.PCE on every
- * switch to another mm otherwise). Hybrid parts have cpu_core and cpu_atom
- * instead of cpu: every one present must be 2. None: an older kernel,
- * where the driver's CR4.PCE stays.
+ * For a module without `access` (older), which lets no process in: a user
+ * RDPMC outside a process that mapped a perf event faults unless the cpu
+ * PMU's rdpmc attribute is 2 (kernels from 4.0 clear CR4.PCE on every
+ * switch to another mm otherwise). Hybrid parts have
+ * cpu_core and cpu_atom instead of cpu: every one present must be 2.
+ * None: an older kernel, where the driver's CR4.PCE stays.
  */
 static inline int cycles_rdpmc_allowed(void)
 {
@@ -2429,9 +2620,11 @@ static inline int cycles_perfmon_version(void)
 /*
  * NULL when the module's counters can be read on this CPU, else which
  * check failed: the module is loaded, has its counters on (rdpmc_fixed 1,
- * where present), user RDPMC is allowed, this CPU's user_access (where
- * present) is 1 and it has a cycle counter. Re-reads the cache
- * (cycles_refresh()). Never faults.
+ * where present), user RDPMC is allowed (a module without `access`: rdpmc
+ * 2), this CPU's user_access (where present) is 1, it has a cycle counter,
+ * and this process is let in (where access is "members", it is let in now
+ * if it was not; the reason then says why it cannot be). Re-reads the
+ * cache (cycles_refresh()). Never faults.
  */
 static inline const char *cycles_module_reason(void)
 {
@@ -2442,19 +2635,20 @@ static inline const char *cycles_module_reason(void)
 		return "module not loaded";
 	if (cycles_attr_long("rdpmc_fixed", 1) != 1)
 		return "rdpmc_fixed is not 1";
-	if (!cycles_rdpmc_allowed())
+	if (cycles_read_attr("access", buf, sizeof(buf)) < 0 &&
+	    !cycles_rdpmc_allowed())
 		return "the cpu PMU's rdpmc is not 2";
-	if (cycles_refresh() < 0)
-		return "no counter placement published";
 	cpu = sched_getcpu();
+	if (cycles_refresh_cpu(cpu, &cycle) < 0)
+		return "no counter placement published";
 	if (cycles_read_cpu_attr(cpu, "user_access", buf, sizeof(buf)) >= 0 &&
 	    strcmp(buf, "1"))
 		return "user_access of this CPU is not 1";
-	if (cycles_cpu_indices(cpu, &cycle, NULL, NULL) < 0 || cycle < 0)
+	if (cycle < 0)
 		return "no cycle counter on this CPU";
 	if (cycles_perfmon_version() <= 0)
 		return "no architectural perfmon";
-	return NULL;
+	return cycles_thread_join(&cycles_tls);
 }
 
 /* What would let perf grant user reads here. */
@@ -2485,10 +2679,9 @@ static inline const char *cycles_module_reason(void)
 		return "module not loaded";
 	if (cycles_attr_long("user_access", 0) != 1)
 		return "user_access is not 1";
-	if (cycles_refresh() < 0)
+	if (cycles_refresh_cpu(sched_getcpu(), &cycle) < 0)
 		return "no counter placement published";
-	if (cycles_cpu_indices(sched_getcpu(), &cycle, NULL, NULL) < 0 ||
-	    cycle < 0)
+	if (cycle < 0)
 		return "no cycle counter on this CPU";
 	return cycles_thread_join(&cycles_tls);
 }

@@ -4,11 +4,14 @@ Order: a preflight that reads files only (root? x86-64 Intel with architectural 
 a cpu PMU registered with perf? can this kernel load modules? its headers installed?) and
 stops with one line naming everything missing, before anything is compiled, built or
 loaded; then the test programs (tests/hw/src) and CPUID's leaf 0xA; perf's baseline
-without the module; the module built for the running kernel; the cpu PMU's rdpmc set to 2
-(every old value remembered); insmod; the steps of pmubuild.hwtest_steps; rmmod; rdpmc
-put back. Each step gives a Record; the report is a table on stdout and a JSON file
-(SCHEMA_VERSION) someone can send back. No CI machine has a PMU: this has run only where
-someone ran it by hand.
+without the module; the module built for the running kernel; the cpu PMU's rdpmc set to 1
+(perf's default) where it is not 1 already (every old value remembered); insmod; the
+steps of pmubuild.hwtest_steps; rmmod; rdpmc put back. The module opens its counters to
+nobody: the steps' cycles.h programs read as processes let in through /dev/simple-pmu
+(root may open it), and the steps about who may read set rdpmc to 0 and 2 for a moment
+each themselves (rdpmc_set). Each step gives a Record; the report is a table on stdout
+and a JSON file (SCHEMA_VERSION) someone can send back. No CI machine has a PMU: this has
+run only where someone ran it by hand.
 """
 
 from __future__ import annotations
@@ -31,7 +34,10 @@ DEFAULT_JSON = REPO / "build" / "test-hw-report.json"
 EVENT_SOURCE = Path("/sys/bus/event_source/devices")
 X86_CPU_PMUS = ("cpu", "cpu_core", "cpu_atom")  # as perf names them; hybrid: the last two
 STATUSES = ("pass", "fail", "skip")
-RDPMC_ALWAYS = "2"
+# The cpu PMU's rdpmc attribute (arch/x86/events/core.c): 0 no user RDPMC at all; 1
+# (perf's default) only for a process with a perf event mapped, or let in through
+# simple-pmu's node; 2 for every process.
+RDPMC_NEVER, RDPMC_MEMBERS, RDPMC_EVERYONE = "0", "1", "2"
 
 
 # --- preflight -------------------------------------------------------------------------
@@ -104,6 +110,11 @@ def _read(path: Path) -> str | None:
         return None
 
 
+def read_rdpmc(event_source: Path, pmus: Sequence[str]) -> dict[str, str | None]:
+    """Each cpu PMU's rdpmc attribute; None where it cannot be read."""
+    return {p: _read(event_source / p / "rdpmc") for p in pmus}
+
+
 def preflight(view: HostView) -> Preflight:
     """Decide from files alone whether the hardware test can run here."""
     f = cpuinfo_fields(view.cpuinfo)
@@ -160,7 +171,7 @@ def preflight(view: HostView) -> Preflight:
         "cpu_pmus": list(pmus),
         "hybrid": "cpu_core" in pmus or "cpu_atom" in pmus,
     }
-    rdpmc = {p: _read(view.event_source / p / "rdpmc") for p in pmus}
+    rdpmc = read_rdpmc(view.event_source, pmus)
     facts["rdpmc_original"] = rdpmc
     return Preflight(tuple(problems), tuple(warnings), facts, pmus, rdpmc)
 
@@ -272,23 +283,37 @@ def build_module(kbuild: Path) -> Path:
     return result.ko
 
 
+def rdpmc_changes(before: dict[str, str | None], value: str) -> dict[str, str]:
+    """To make every cpu PMU's rdpmc `value`: the PMUs to write, each with the value to
+    put back after (those with the attribute and another value in it)."""
+    return {p: old for p, old in before.items() if old is not None and old != value}
+
+
+def write_rdpmc(event_source: Path, pmu: str, value: str) -> None:
+    (event_source / pmu / "rdpmc").write_text(value)
+
+
 @contextmanager
-def rdpmc_always(event_source: Path, pmus: Sequence[str],
-                 original: dict[str, str | None]) -> Iterator[None]:
-    """rdpmc = 2 on every cpu PMU for the block; each old value written back after."""
+def rdpmc_set(event_source: Path, pmus: Sequence[str], value: str,
+              before: dict[str, str | None] | None = None) -> Iterator[dict[str, str]]:
+    """rdpmc = value on every cpu PMU for the block, where it is not that already; each
+    value written over is put back after, also when the block (or a write) raises.
+    before: the values now (read here when not given). Yields what it will put back."""
+    now = read_rdpmc(event_source, pmus) if before is None else before
+    restore = rdpmc_changes({p: now.get(p) for p in pmus}, value)
+    written: list[str] = []
     try:
-        for p in pmus:
-            if original.get(p) is not None:
-                (event_source / p / "rdpmc").write_text(RDPMC_ALWAYS)
-        yield
+        for p in restore:
+            written.append(p)  # first: a write that failed half way is put back too
+            write_rdpmc(event_source, p, value)
+        yield restore
     finally:
-        for p in pmus:
-            old = original.get(p)
-            if old is not None:
-                try:
-                    (event_source / p / "rdpmc").write_text(old)
-                except OSError as e:
-                    say(f"error: could not put back {event_source / p / 'rdpmc'} = {old}: {e}")
+        for p in reversed(written):
+            try:
+                write_rdpmc(event_source, p, restore[p])
+            except OSError as e:
+                say(f"error: could not put back {event_source / p / 'rdpmc'} = "
+                    f"{restore[p]}: {e}")
 
 
 def _git_commit() -> str | None:
@@ -334,18 +359,25 @@ def run(json_path: Path | None = None, view: HostView | None = None) -> int:
     ko = build_module(view.kbuild)
     host["module_version"] = _modinfo(ko, "version")
     host["module_srcversion"] = _modinfo(ko, "srcversion")
-    with rdpmc_always(view.event_source, pf.pmus, original):
+    with rdpmc_set(view.event_source, pf.pmus, RDPMC_MEMBERS, original):
+        before_load = read_rdpmc(view.event_source, pf.pmus)
         try:
             insmod(ko)
         except PipelineError as e:
             records.append(Record("load", "fail", str(e), {"ko": str(ko)}))
         else:
             records.append(Record("load", "pass", measured={"ko": str(ko)}))
+            records.append(hwtest_steps.rdpmc_unchanged(
+                "rdpmc-load", "insmod", before_load, read_rdpmc(view.event_source, pf.pmus)))
             try:
                 records.extend(hwtest_steps.loaded_steps(ctx))
             finally:
+                before_unload = read_rdpmc(view.event_source, pf.pmus)
                 records.append(hwtest_steps.unload_record(rmmod() if module_loaded()
                                                           else "not loaded any more"))
+                records.append(hwtest_steps.rdpmc_unchanged(
+                    "rdpmc-unload", "rmmod", before_unload,
+                    read_rdpmc(view.event_source, pf.pmus)))
     records.append(hwtest_steps.rdpmc_restored(ctx))
     for line in table(records):
         print(line)

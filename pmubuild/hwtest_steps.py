@@ -3,23 +3,35 @@
 The same checks the arm64 in-guest suite makes (tests/guest/arm64), on the x86 driver's
 sysfs contract (notes/x86-abi.md): load, sysfs, counters advance on every CPU, a known
 loop counted to the instruction, cycles against the TSC, two processes on one CPU, perf
-beside the driver, CPU hotplug, unload. Programs: tests/hw/src/*.c, built with the
-project's include/cycles.h. Only the pure helpers here (parsers, index rules) are tested
-without hardware; every step itself has run only where someone ran test-hw by hand.
+beside the driver, CPU hotplug, unload. And who may read (issue 23): loading opens the
+counters to nobody; a process is let in by mapping /dev/simple-pmu (root's, 0600, or a
+group's from a udev rule) while the cpu PMU's rdpmc is 1, and rdpmc 2 lets everyone in.
+Programs: tests/hw/src/*.c, built with the project's include/cycles.h (which lets its
+process in by itself), and hwraw, a raw RDPMC reader that lets itself in only when told.
+Only the pure helpers here (parsers, index rules, verdicts) are tested without hardware,
+and the steps about who may read against a fake driver; every step itself has run only
+where someone ran test-hw by hand.
 """
 
 from __future__ import annotations
 
+import grp
+import os
 import shutil
+import signal
+import stat
 import subprocess
+import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from elftools.elf.elffile import ELFFile
 from elftools.elf.sections import SymbolTableSection
 
+from . import hwtest
 from .errors import PipelineError
 from .hwtest import Record
 from .progress import say
@@ -28,11 +40,13 @@ REPO = Path(__file__).resolve().parents[1]
 HW_SRC = REPO / "tests" / "hw" / "src"
 SYSFS = Path("/sys/devices/system/simple-pmu/simple-pmu0")
 CPU_SYSFS = Path("/sys/devices/system/cpu")
+NODE = Path("/dev/simple-pmu")  # the misc device that lets a process in
+MISC_SYSFS = Path("/sys/class/misc/simple-pmu")
 
 # The sysfs contract (notes/x86-abi.md): top-level and per-CPU attributes.
 TOP_ATTRS = ("generation", "cpus", "recheck_ms", "events", "ring", "rdpmc_fixed",
              "pmu_version", "num_gp", "gp_width", "num_fixed", "fixed_width", "fixed_mask",
-             "events_unavailable", "rdpmc_always")
+             "events_unavailable", "rdpmc_always", "access", "members")
 CPU_ATTRS = ("cycle_index", "event_index", "generation", "interventions", "kvm_deferrals",
              "checks", "user_access", "conflicts")
 RDPMC_FIXED = 1 << 30
@@ -56,6 +70,19 @@ PERF_RUNS = 3
 PERF_REL_TOL, PERF_ABS_TOL = 0.001, 2000
 PERF_CONCURRENT_S = 2
 HOTPLUG_WAIT_S = 2.0
+# Who may read: a user that is not root and not in the node's group (nobody/nogroup on
+# Debian); the first of the group ids that /etc/group does not name, given to the node
+# for a moment (as a udev rule gives it a group) and to that user as a supplementary
+# group; how long `members` and `access` may take to follow (munmap and exit end a
+# grant at once; `access` follows rdpmc at each CPU's next check, recheck_ms).
+NOBODY = 65534
+TEMP_GID = 4242
+MEMBERS_WAIT_S = 2.0
+ACCESS_WAIT_S = 5.0
+HOLDER_WAIT_S = 10.0
+# Where a program copied for uid 65534 can run (the build tree may sit in a home
+# directory only its owner may enter): the first of these that is not mounted noexec.
+EXEC_DIRS = ("/var/tmp", "/tmp")
 
 
 # --- pure helpers (unit-tested) --------------------------------------------------------
@@ -129,6 +156,119 @@ def parse_perf_csv(text: str) -> dict[str, int | None]:
         old = counts.get(event, 0)
         counts[event] = None if value is None or old is None else old + value
     return counts
+
+
+# --- who may read: the raw reader's results (unit-tested) ------------------------------
+
+RAW_OTHER_RESULTS = ("stalled", "generation", "unplaced", "unavailable")
+
+
+@dataclass(frozen=True)
+class RawRead:
+    """One read of hwraw (tests/hw/src/hwraw.c), judged. result: ok (its counter
+    advanced), sigsegv (it was killed by SIGSEGV at its own RDPMC), one of hwraw's
+    RAW_OTHER_RESULTS, or error (anything else: detail says what). map: what its --map
+    did: none (not asked), ok, unmapped, or the call that failed and the errno
+    (open:EACCES, mmap:EPERM); "?" where it printed none."""
+
+    result: str
+    map: str
+    delta: int | None = None
+    detail: str = ""
+
+    def brief(self) -> str:
+        text = f"{self.result} map={self.map}"
+        if self.delta is not None:
+            text += f" delta={self.delta}"
+        return f"{text} ({self.detail})" if self.detail else text
+
+
+def _signame(num: int) -> str:
+    try:
+        return signal.Signals(num).name
+    except ValueError:
+        return f"signal {num}"
+
+
+def judge_raw(returncode: int, stdout: str, stderr: str = "") -> RawRead:
+    """hwraw's exit status (negative: killed by that signal, as subprocess gives it) and
+    its last read's line, judged. A fault counts only where the kernel's SIGSEGV killed it
+    and its handler saw the fault at the RDPMC itself (at_rdpmc=1); a read only where it
+    exited 0 saying ok with the counter advanced."""
+    lines = [ln for ln in stdout.splitlines() if ln.startswith("cpu=")]
+    f = parse_fields(lines[-1]) if lines else {}
+    mapped = f.get("map", "?")
+    result = f.get("result")
+    said = lines[-1] if lines else stdout.strip() or "no output"
+    if stderr.strip():
+        said += f"; stderr: {stderr.strip()[:200]}"
+    if returncode == -signal.SIGSEGV:
+        if result == "sigsegv" and f.get("at_rdpmc") == "1":
+            return RawRead("sigsegv", mapped, detail=f"si_code {f.get('code')}")
+        return RawRead("error", mapped, detail=f"SIGSEGV, not at its RDPMC: {said}")
+    if returncode < 0:
+        return RawRead("error", mapped, detail=f"killed by {_signame(-returncode)}: {said}")
+    if result == "sigsegv":
+        return RawRead("error", mapped, detail=f"a fault caught, then exit status "
+                       f"{returncode}, not death by SIGSEGV: {said}")
+    if returncode == 0 and result == "ok":
+        try:
+            delta = int(f["delta"])
+        except (KeyError, ValueError):
+            return RawRead("error", mapped, detail=f"ok without a delta: {said}")
+        if delta <= 0:
+            return RawRead("error", mapped, delta, f"ok, but the counter went {delta}")
+        return RawRead("ok", mapped, delta)
+    if returncode == 1 and result in RAW_OTHER_RESULTS:
+        return RawRead(str(result), mapped, detail=said)
+    return RawRead("error", mapped, detail=f"exit status {returncode}: {said}")
+
+
+def raw_problems(results: dict[int, RawRead], result: str, mapped: str) -> list[str]:
+    """What is wrong where each CPU's read should be `result` with map `mapped`."""
+    if not results:
+        return ["no CPU to read on"]
+    return [f"cpu{c}: {r.brief()}, want {result} map={mapped}"
+            for c, r in results.items() if r.result != result or r.map != mapped]
+
+
+def gid_taken(gid: int) -> bool:
+    try:
+        grp.getgrgid(gid)
+    except KeyError:
+        return False
+    return True
+
+
+def unused_gid(taken: Callable[[int], bool] | None = None, first: int = TEMP_GID) -> int:
+    """The first group id from `first` on that no group is named for."""
+    taken = taken or gid_taken
+    for gid in range(first, first + 1000):
+        if gid != NOBODY and not taken(gid):
+            return gid
+    raise PipelineError(f"every group id from {first} to {first + 999} is in use")
+
+
+def exec_dir(candidates: tuple[str, ...] = EXEC_DIRS) -> str:
+    """The first of `candidates` that exists and is not mounted noexec."""
+    for c in candidates:
+        try:
+            if not os.statvfs(c).f_flag & os.ST_NOEXEC:
+                return c
+        except OSError:
+            continue
+    raise PipelineError(f"nowhere to run a program as uid {NOBODY}: "
+                        f"{', '.join(candidates)} missing or mounted noexec")
+
+
+def rdpmc_unchanged(name: str, what: str, before: dict[str, str | None],
+                    after: dict[str, str | None]) -> Record:
+    """The cpu PMU's rdpmc across insmod or rmmod (`what`): the module leaves it alone."""
+    measured: dict[str, object] = {"before": before, "after": after}
+    if before != after:
+        return Record(name, "fail", f"{what} changed rdpmc from {before} to {after}",
+                      measured, {"after": before})
+    return Record(name, "pass", "", measured, {"after": before})
 
 
 @dataclass(frozen=True)
@@ -308,10 +448,13 @@ def step_sysfs(ctx: Context) -> Record:
     hybrid = (SYSFS / "hybrid").exists() and _attr("hybrid") == "1"
     num_gp = 32 if hybrid else int(_attr("num_gp"))
     fixed_mask = int(_attr("fixed_mask"), 0)
-    for name, want in (("ring", "2"), ("rdpmc_fixed", "1"), ("rdpmc_always", "1"),
-                       ("pmu_version", str(ctx.cpuid.version))):
+    # rdpmc is 1 for the block (hwtest.run): the counters are for members only.
+    for name, want in (("ring", "2"), ("rdpmc_fixed", "1"), ("rdpmc_always", "0"),
+                       ("access", "members"), ("pmu_version", str(ctx.cpuid.version))):
         if _attr(name) != want:
             problems.append(f"{name} {_attr(name)}, want {want}")
+    if not _attr("members").isdigit():
+        problems.append(f"members '{_attr('members')}', want a count")
     for c in cpus:
         idx = [int(_cpu_attr(c, "cycle_index"))]
         ev = [int(x) for x in _cpu_attr(c, "event_index").split()]
@@ -330,8 +473,8 @@ def step_sysfs(ctx: Context) -> Record:
             problems.append(f"cpu{c}: user_access {_cpu_attr(c, 'user_access')}")
     measured: dict[str, object] = {a: _attr(a) for a in TOP_ATTRS}
     measured["cpu0"] = {a: _cpu_attr(cpus[0], a) for a in CPU_ATTRS}
-    expected = {"ring": 2, "rdpmc_fixed": 1, "rdpmc_always": 1, "cpus": cpus,
-                "pmu_version": ctx.cpuid.version}
+    expected = {"ring": 2, "rdpmc_fixed": 1, "rdpmc_always": 0, "access": "members",
+                "members": "a count", "cpus": cpus, "pmu_version": ctx.cpuid.version}
     if problems:
         return Record("sysfs", "fail", "; ".join(problems), measured, expected)
     return Record("sysfs", "pass", "", measured, expected)
@@ -556,6 +699,379 @@ def step_hotplug(ctx: Context) -> Record:
                   measured, expected)
 
 
+# --- who may read ----------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Who:
+    """A user to run a program as (root runs it; uid, gid, supplementary groups)."""
+
+    uid: int
+    gid: int
+    groups: tuple[int, ...] = ()
+
+
+NOBODY_WHO = Who(NOBODY, NOBODY)
+
+
+def run_raw(prog: Path, cpu: int, map_node: bool = False, who: Who | None = None) -> RawRead:
+    """One read of hwraw on `cpu`, let in first where map_node, as `who` (else root)."""
+    argv = [str(prog), *(["--map"] if map_node else []), str(cpu)]
+    if who is None:
+        proc = _run(argv)
+    else:
+        proc = subprocess.run(argv, capture_output=True, text=True, timeout=60,
+                              user=who.uid, group=who.gid, extra_groups=list(who.groups))
+    return judge_raw(proc.returncode, proc.stdout, proc.stderr)
+
+
+def raw_all(prog: Path, cpus: list[int], map_node: bool = False,
+            who: Who | None = None) -> dict[int, RawRead]:
+    """run_raw on each CPU; one retry where the generation changed meanwhile."""
+    results = {}
+    for c in cpus:
+        r = run_raw(prog, c, map_node, who)
+        if r.result == "generation":
+            r = run_raw(prog, c, map_node, who)
+        results[c] = r
+    return results
+
+
+def _briefs(results: dict[int, RawRead]) -> dict[str, object]:
+    return {f"cpu{c}": r.brief() for c, r in results.items()}
+
+
+def _verdict(name: str, problems: list[str], measured: dict[str, object],
+             expected: dict[str, object]) -> Record:
+    return Record(name, "fail" if problems else "pass", "; ".join(problems), measured,
+                  expected)
+
+
+def visit_cpus(cpus: list[int]) -> None:
+    """Run this process on each CPU in turn: an idle CPU runs its deferrable timers (the
+    module's checks, which `access` follows) only when something wakes it."""
+    old = os.sched_getaffinity(0)
+    try:
+        for c in cpus:
+            os.sched_setaffinity(0, {c})
+    finally:
+        os.sched_setaffinity(0, old)
+
+
+def wait_attr(name: str, want: str, timeout: float,
+              poke: Callable[[], None] | None = None) -> tuple[str, float]:
+    """Poll the attribute until it reads `want` or `timeout` s passed, calling poke
+    between reads: (last value, seconds waited)."""
+    start = time.monotonic()
+    while True:
+        value = _attr(name)
+        waited = time.monotonic() - start
+        if value == want or waited >= timeout:
+            return value, round(waited, 3)
+        if poke is not None:
+            poke()
+        time.sleep(0.02)
+
+
+class Holder:
+    """hwraw --hold on one CPU, let in (--map) or not: a process kept alive between
+    commands, so that a step can look at `members` while its mapping lives."""
+
+    def __init__(self, prog: Path, cpu: int, map_node: bool = True) -> None:
+        argv = [str(prog), "--hold", *(["--map"] if map_node else []), str(cpu)]
+        self.proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                     stderr=subprocess.DEVNULL, text=True)
+        line = self._line()
+        self.map = parse_fields(line).get("map", "?") if line.startswith("held ") else \
+            f"no answer ({line or 'EOF'})"
+
+    def _line(self) -> str:
+        assert self.proc.stdout is not None
+        return self.proc.stdout.readline().strip()
+
+    def _send(self, cmd: str) -> None:
+        assert self.proc.stdin is not None
+        self.proc.stdin.write(cmd + "\n")
+        self.proc.stdin.flush()
+
+    def read(self) -> RawRead:
+        """One read; a fault ends the process (its SIGSEGV is waited for and judged)."""
+        self._send("read")
+        line = self._line()
+        result = parse_fields(line).get("result")
+        if not line or result == "sigsegv":
+            rc = self.proc.wait(timeout=HOLDER_WAIT_S)
+        else:
+            rc = 0 if result == "ok" else 1
+        return judge_raw(rc, line)
+
+    def unmap(self) -> str:
+        """munmap its mapping: its answer ("unmapped rc=0")."""
+        self._send("unmap")
+        return self._line()
+
+    def close(self) -> int:
+        """EOF on its stdin: it exits, its mapping with it. Its exit status."""
+        if self.proc.stdin is not None:
+            with suppress(OSError):
+                self.proc.stdin.close()
+        try:
+            status = self.proc.wait(timeout=HOLDER_WAIT_S)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            status = self.proc.wait()
+        if self.proc.stdout is not None:
+            self.proc.stdout.close()
+        return status
+
+    def __enter__(self) -> Holder:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+@contextmanager
+def public_copy(prog: Path) -> Iterator[Path]:
+    """prog copied where any user may run it (the build tree may sit in a home directory
+    only its owner can enter), removed after."""
+    d = Path(tempfile.mkdtemp(prefix="simple-pmu-hw-", dir=exec_dir()))
+    try:
+        d.chmod(0o755)
+        dst = d / prog.name
+        shutil.copyfile(prog, dst)
+        dst.chmod(0o755)
+        yield dst
+    finally:
+        shutil.rmtree(d, ignore_errors=True)
+
+
+def node_access(path: Path, gid: int, mode: int) -> None:
+    """Give the node group `gid` and `mode`, taking away first what the old and the new
+    mode do not both grant: at no moment may a group open it that neither state lets."""
+    os.chmod(path, stat.S_IMODE(os.stat(path).st_mode) & mode)
+    os.chown(path, -1, gid)
+    os.chmod(path, mode)
+
+
+def _group_name(gid: int) -> str:
+    try:
+        return grp.getgrgid(gid).gr_name
+    except KeyError:
+        return str(gid)
+
+
+def step_node(ctx: Context) -> Record:
+    """/dev/simple-pmu: a character device, root's, that others may not open (the kernel
+    makes it 0600; the package's udev rule gives it a group, 0660)."""
+    try:
+        st = os.stat(NODE)
+    except FileNotFoundError:
+        return Record("node", "fail", f"no {NODE} after load (no devtmpfs, or udev did "
+                      "not create it)")
+    mode = stat.S_IMODE(st.st_mode)
+    measured: dict[str, object] = {"mode": f"{mode:04o}", "uid": st.st_uid,
+                                   "group": _group_name(st.st_gid)}
+    problems = []
+    if not stat.S_ISCHR(st.st_mode):
+        problems.append(f"{NODE} is not a character device")
+    if st.st_uid != 0:
+        problems.append(f"{NODE} belongs to uid {st.st_uid}, not root")
+    if mode & 0o007:
+        problems.append(f"{NODE} has mode {mode:04o}: every local user may open it and be "
+                        "let in (a local udev rule?)")
+    dev = MISC_SYSFS / "dev"
+    if dev.is_file():
+        want = dev.read_text().strip()
+        got = f"{os.major(st.st_rdev)}:{os.minor(st.st_rdev)}"
+        measured["dev"] = got
+        if got != want:
+            problems.append(f"{NODE} is device {got}, the module's is {want} ({dev})")
+    return _verdict("node", problems, measured, {
+        "type": "character device", "uid": 0,
+        "mode": "0600, or 0660 with a udev rule's group; nothing for others"})
+
+
+def step_non_member(ctx: Context) -> Record:
+    """A raw reader run as root that does not map the node faults on every CPU."""
+    results = raw_all(ctx.progs["hwraw"], online_cpus())
+    return _verdict("non-member-faults", raw_problems(results, "sigsegv", "none"),
+                    _briefs(results), {"every online CPU": "sigsegv map=none"})
+
+
+def step_member(ctx: Context) -> Record:
+    """The same raw reader, after mapping the node itself, reads on every CPU."""
+    results = raw_all(ctx.progs["hwraw"], online_cpus(), map_node=True)
+    return _verdict("member-reads", raw_problems(results, "ok", "ok"), _briefs(results),
+                    {"every online CPU": "ok map=ok (the cycle counter advanced)"})
+
+
+def step_members(ctx: Context) -> Record:
+    """`members` counts a mapping while it lives, which pins the module (rmmod refused);
+    munmap ends the grant (the holder's next read faults) and the count; so does exit."""
+    cpu = online_cpus()[0]
+    prog = ctx.progs["hwraw"]
+    base = int(_attr("members"))
+    measured: dict[str, object] = {"cpu": cpu, "before": base}
+    expected: dict[str, object] = {
+        "while_mapped": base + 1, "read_while_mapped": "ok", "rmmod_while_mapped": "refused",
+        "unmap": "unmapped rc=0", "after_munmap": base, "read_after_munmap": "sigsegv",
+        "while_mapped_2": base + 1,
+        "exit_status": 0, "after_exit": base}
+    problems: list[str] = []
+
+    def want_members(key: str, want: int) -> None:
+        got, waited = wait_attr("members", str(want), MEMBERS_WAIT_S)
+        measured[key] = got
+        measured[f"{key}_s"] = waited
+        if got != str(want):
+            problems.append(f"members {got} {key.replace('_', ' ')}, want {want}")
+
+    with Holder(prog, cpu) as h:
+        measured["map"] = h.map
+        if h.map != "ok":
+            return Record("members", "fail", f"hwraw --hold --map on cpu{cpu}: map={h.map}",
+                          measured, expected)
+        want_members("while_mapped", base + 1)
+        r = h.read()
+        measured["read_while_mapped"] = r.brief()
+        if r.result != "ok":
+            problems.append(f"read while mapped: {r.brief()}")
+        err = hwtest.rmmod()
+        measured["rmmod_while_mapped"] = "unloaded" if err is None else err
+        if err is None or not hwtest.module_loaded():
+            problems.append("rmmod succeeded while a let-in process lived: the mapping "
+                            "does not pin the module")
+            return _verdict("members", problems, measured, expected)
+        measured["unmap"] = answer = h.unmap()
+        if answer != "unmapped rc=0":
+            problems.append(f"the holder's munmap: {answer or 'no answer'}")
+        want_members("after_munmap", base)
+        r = h.read()
+        measured["read_after_munmap"] = r.brief()
+        if r.result != "sigsegv":
+            problems.append(f"read after munmap: {r.brief()}, want sigsegv (munmap ends "
+                            "the grant)")
+    with Holder(prog, cpu) as h:
+        measured["map_2"] = h.map
+        want_members("while_mapped_2", base + 1)
+        status = h.close()
+        measured["exit_status"] = status
+        if status != 0:
+            problems.append(f"the second holder exited with status {status}")
+        want_members("after_exit", base)
+    return _verdict("members", problems, measured, expected)
+
+
+def step_other_user(ctx: Context) -> Record:
+    """uid 65534 may not open the node (EACCES) and its raw reads fault; given a group
+    the node is given for a moment (0660, as a udev rule does), it maps and reads. The
+    node's group and mode are put back, also when something fails."""
+    cpus = online_cpus()
+    st = os.stat(NODE)
+    mode = stat.S_IMODE(st.st_mode)
+    measured: dict[str, object] = {"node": f"{_group_name(st.st_gid)} {mode:04o}"}
+    problems: list[str] = []
+    with public_copy(ctx.progs["hwraw"]) as prog:
+        refused = raw_all(prog, cpus, map_node=True, who=NOBODY_WHO)
+        measured["not_let_in"] = _briefs(refused)
+        problems += [f"uid {NOBODY} not in the node's group: {p}"
+                     for p in raw_problems(refused, "sigsegv", "open:EACCES")]
+        gid = unused_gid()
+        measured["group"] = gid
+        try:
+            node_access(NODE, gid, 0o660)
+            let_in = raw_all(prog, cpus, map_node=True, who=Who(NOBODY, NOBODY, (gid,)))
+        finally:
+            node_access(NODE, st.st_gid, mode)
+    measured["in_group"] = _briefs(let_in)
+    problems += [f"uid {NOBODY} in group {gid}: {p}"
+                 for p in raw_problems(let_in, "ok", "ok")]
+    after = os.stat(NODE)
+    measured["node_after"] = f"{_group_name(after.st_gid)} {stat.S_IMODE(after.st_mode):04o}"
+    if (after.st_gid, stat.S_IMODE(after.st_mode)) != (st.st_gid, mode):
+        problems.append(f"{NODE} not put back: {measured['node_after']}, was "
+                        f"{measured['node']}")
+    return _verdict("other-user", problems, measured, {
+        "not_let_in": "sigsegv map=open:EACCES on every CPU",
+        "in_group": "ok map=ok on every CPU", "node_after": measured["node"]})
+
+
+def _rdpmc_known(ctx: Context) -> bool:
+    return any(v is not None for v in ctx.rdpmc_original.values())
+
+
+def step_rdpmc_never(ctx: Context) -> Record:
+    """With rdpmc 0 nobody may RDPMC: the node's mmap fails EPERM (nobody is counted)
+    and the read faults. rdpmc is put back after, also when something fails."""
+    if not _rdpmc_known(ctx):
+        return Record("rdpmc-0", "skip", "no cpu PMU's rdpmc attribute could be read")
+    cpus = online_cpus()
+    base = _attr("members")
+    before = hwtest.read_rdpmc(ctx.event_source, ctx.pmus)
+    with hwtest.rdpmc_set(ctx.event_source, ctx.pmus, hwtest.RDPMC_NEVER, before):
+        during = hwtest.read_rdpmc(ctx.event_source, ctx.pmus)
+        results = raw_all(ctx.progs["hwraw"], cpus, map_node=True)
+        members = _attr("members")
+    after = hwtest.read_rdpmc(ctx.event_source, ctx.pmus)
+    problems = raw_problems(results, "sigsegv", "mmap:EPERM")
+    if {v for v in during.values() if v is not None} != {hwtest.RDPMC_NEVER}:
+        problems.append(f"rdpmc {during} after writing 0")
+    if members != base:
+        problems.append(f"members {members} with rdpmc 0, {base} before")
+    if after != before:
+        problems.append(f"rdpmc {after} after the step, {before} before")
+    measured: dict[str, object] = {"rdpmc": during, **_briefs(results), "members": members,
+                                   "rdpmc_after": after}
+    return _verdict("rdpmc-0", problems, measured, {
+        "every online CPU": "sigsegv map=mmap:EPERM", "members": base,
+        "rdpmc_after": before})
+
+
+def step_everyone(ctx: Context) -> Record:
+    """rdpmc 2 is the admin's "everyone": access reads everyone, rdpmc_always 1, and raw
+    readers that never map the node read on every CPU, root's and uid 65534's. Back at
+    rdpmc 1: they fault again, access reads members, rdpmc_always 0."""
+    if not _rdpmc_known(ctx):
+        return Record("everyone", "skip", "no cpu PMU's rdpmc attribute could be read")
+    cpus = online_cpus()
+    prog = ctx.progs["hwraw"]
+    before = hwtest.read_rdpmc(ctx.event_source, ctx.pmus)
+    measured: dict[str, object] = {}
+
+    def wake() -> None:
+        visit_cpus(cpus)
+
+    with public_copy(prog) as public:
+        with hwtest.rdpmc_set(ctx.event_source, ctx.pmus, hwtest.RDPMC_EVERYONE, before):
+            measured["rdpmc"] = hwtest.read_rdpmc(ctx.event_source, ctx.pmus)
+            root = raw_all(prog, cpus)
+            nobody = raw_all(public, cpus, who=NOBODY_WHO)
+            access, waited = wait_attr("access", "everyone", ACCESS_WAIT_S, wake)
+            always = _attr("rdpmc_always")
+        measured["rdpmc_after"] = after = hwtest.read_rdpmc(ctx.event_source, ctx.pmus)
+        again = raw_all(prog, cpus)
+        access_after, waited_after = wait_attr("access", "members", ACCESS_WAIT_S, wake)
+        always_after = _attr("rdpmc_always")
+    measured.update({"access": access, "access_s": waited, "rdpmc_always": always,
+                     "root": _briefs(root), "uid_65534": _briefs(nobody),
+                     "root_after": _briefs(again), "access_after": access_after,
+                     "access_after_s": waited_after, "rdpmc_always_after": always_after})
+    problems = [f"root, rdpmc 2: {p}" for p in raw_problems(root, "ok", "none")]
+    problems += [f"uid {NOBODY}, rdpmc 2: {p}" for p in raw_problems(nobody, "ok", "none")]
+    problems += [f"root, rdpmc put back: {p}" for p in raw_problems(again, "sigsegv", "none")]
+    for name, got, want in (("access", access, "everyone"), ("rdpmc_always", always, "1"),
+                            ("access after", access_after, "members"),
+                            ("rdpmc_always after", always_after, "0")):
+        if got != want:
+            problems.append(f"{name} {got}, want {want}")
+    if after != before:
+        problems.append(f"rdpmc {after} after the step, {before} before")
+    return _verdict("everyone", problems, measured, {
+        "root": "ok map=none on every CPU", "uid_65534": "ok map=none on every CPU",
+        "access": "everyone", "rdpmc_always": "1", "root_after": "sigsegv on every CPU",
+        "access_after": "members", "rdpmc_always_after": "0", "rdpmc_after": before})
+
+
 def _guarded(name: str, fn: Callable[[], Record]) -> Record:
     """A step's own error (a missing file, a program that would not run) fails that step,
     not the whole test: the module must still be unloaded and rdpmc put back."""
@@ -571,6 +1087,11 @@ def loaded_steps(ctx: Context) -> list[Record]:
     cpu = online_cpus()[0]
     return [
         _guarded("sysfs", lambda: step_sysfs(ctx)),
+        _guarded("node", lambda: step_node(ctx)),
+        _guarded("non-member-faults", lambda: step_non_member(ctx)),
+        _guarded("member-reads", lambda: step_member(ctx)),
+        _guarded("members", lambda: step_members(ctx)),
+        _guarded("other-user", lambda: step_other_user(ctx)),
         _guarded("advance", lambda: step_advance(ctx)),
         _guarded("known-loop", lambda: step_known_loop(ctx, cpu)),
         _guarded("cycles-vs-tsc", lambda: step_cycles_tsc(ctx, cpu)),
@@ -578,6 +1099,9 @@ def loaded_steps(ctx: Context) -> list[Record]:
         _guarded("perf-concurrent", lambda: step_perf_concurrent(ctx)),
         _guarded("perf-known-loop", lambda: step_perf_known_loop(ctx)),
         _guarded("cpu-hotplug", lambda: step_hotplug(ctx)),
+        # Last: they change rdpmc for a moment (and put it back).
+        _guarded("rdpmc-0", lambda: step_rdpmc_never(ctx)),
+        _guarded("everyone", lambda: step_everyone(ctx)),
     ]
 
 

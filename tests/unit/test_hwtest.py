@@ -3,10 +3,14 @@ real call that must stop before anything is built or loaded) and on fake machine
 the pure helpers of its steps. The steps themselves need a real Intel PMU: untested here."""
 
 import json
+import os
 import shutil
+import stat
 import subprocess
 import sys
+from contextlib import contextmanager
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -29,12 +33,12 @@ def cpuinfo(vendor: str, flags: str, model_name: str = "Some CPU") -> str:
 
 def fake_host(tmp_path: Path, *, vendor="GenuineIntel", flags=INTEL_FLAGS, pmus=("cpu",),
               euid=0, machine="x86_64", modules=True, modules_disabled="0",
-              headers=True) -> HostView:
+              headers=True, rdpmc="1") -> HostView:
     es = tmp_path / "event_source"
     for name in ("software", "tracepoint", *pmus):
         (es / name).mkdir(parents=True)
     for name in pmus:
-        (es / name / "rdpmc").write_text("1\n")
+        (es / name / "rdpmc").write_text(rdpmc + "\n")
     proc = tmp_path / "proc"
     (proc / "sys" / "kernel").mkdir(parents=True)
     if modules:
@@ -111,15 +115,72 @@ def test_reason_is_one_line(tmp_path):
         hwtest.check(pf)
 
 
-def test_rdpmc_always_sets_and_restores(tmp_path):
-    view = fake_host(tmp_path, pmus=("cpu_core", "cpu_atom"))
+def test_rdpmc_changes():
+    assert hwtest.rdpmc_changes({"cpu": "1"}, "1") == {}
+    assert hwtest.rdpmc_changes({"cpu": "2"}, "1") == {"cpu": "2"}
+    assert hwtest.rdpmc_changes({"cpu_core": "0", "cpu_atom": "1", "x": None}, "1") == \
+        {"cpu_core": "0"}
+
+
+def rdpmc_writes(monkeypatch) -> list[tuple[str, str]]:
+    """Every write_rdpmc, recorded, and done."""
+    writes: list[tuple[str, str]] = []
+    real = hwtest.write_rdpmc
+
+    def write(es, pmu, value):
+        writes.append((pmu, value))
+        real(es, pmu, value)
+
+    monkeypatch.setattr(hwtest, "write_rdpmc", write)
+    return writes
+
+
+def test_rdpmc_set_sets_and_restores_when_the_block_raises(tmp_path, monkeypatch):
+    view = fake_host(tmp_path, pmus=("cpu_core", "cpu_atom"), rdpmc="2")
     pf = hwtest.preflight(view)
     rdpmc = [view.event_source / p / "rdpmc" for p in pf.pmus]
+    writes = rdpmc_writes(monkeypatch)
     with pytest.raises(RuntimeError), \
-            hwtest.rdpmc_always(view.event_source, pf.pmus, pf.rdpmc_original):
-        assert [p.read_text() for p in rdpmc] == ["2", "2"]
+            hwtest.rdpmc_set(view.event_source, pf.pmus, "1", pf.rdpmc_original) as back:
+        assert back == {"cpu_core": "2", "cpu_atom": "2"}
+        assert [p.read_text() for p in rdpmc] == ["1", "1"]
         raise RuntimeError("a step blew up")
-    assert [p.read_text() for p in rdpmc] == ["1", "1"]
+    assert [p.read_text() for p in rdpmc] == ["2", "2"]
+    assert writes == [("cpu_core", "1"), ("cpu_atom", "1"), ("cpu_atom", "2"),
+                      ("cpu_core", "2")]
+
+
+def test_rdpmc_set_writes_nothing_where_it_is_that_already(tmp_path, monkeypatch):
+    view = fake_host(tmp_path)
+    writes = rdpmc_writes(monkeypatch)
+    with hwtest.rdpmc_set(view.event_source, ("cpu",), "1") as back:
+        assert back == {}
+    assert writes == []
+    with hwtest.rdpmc_set(view.event_source, ("cpu",), "0"):  # read here: "1"
+        assert (view.event_source / "cpu" / "rdpmc").read_text() == "0"
+    assert writes == [("cpu", "0"), ("cpu", "1")]
+
+
+def test_rdpmc_set_restores_when_a_write_fails(tmp_path, monkeypatch, capsys):
+    """The second PMU's write fails: the first is put back, and the one that failed is
+    written back too (it may have been half done); a failed put-back is said, not raised."""
+    view = fake_host(tmp_path, pmus=("cpu_core", "cpu_atom"))
+    writes = []
+
+    def write(es, pmu, value):
+        writes.append((pmu, value))
+        if pmu == "cpu_atom":
+            raise OSError(22, "Invalid argument")
+        (es / pmu / "rdpmc").write_text(value)
+
+    monkeypatch.setattr(hwtest, "write_rdpmc", write)
+    with pytest.raises(OSError), hwtest.rdpmc_set(view.event_source, ("cpu_core", "cpu_atom"),
+                                                  "2"):
+        pytest.fail("the block ran although a write failed")
+    assert writes == [("cpu_core", "2"), ("cpu_atom", "2"), ("cpu_atom", "1"),
+                      ("cpu_core", "1")]
+    assert (view.event_source / "cpu_core" / "rdpmc").read_text() == "1"
+    assert "error: could not put back" in capsys.readouterr().err
 
 
 # --- the preflight on this host: a real call -----------------------------------------------
@@ -140,7 +201,7 @@ def test_preflight_here_stops_before_building_or_loading(tmp_path, monkeypatch):
 
     monkeypatch.setattr(hwtest, "insmod", forbidden)
     monkeypatch.setattr(hwtest, "build_module", forbidden)
-    monkeypatch.setattr(hwtest, "rdpmc_always", forbidden)
+    monkeypatch.setattr(hwtest, "rdpmc_set", forbidden)
     monkeypatch.setattr(hwtest_steps, "compile_programs", forbidden)
     before = (REPO / "build" / "hw").exists()
     out = tmp_path / "report.json"
@@ -279,7 +340,7 @@ def test_parse_cpuid_and_its_verdict():
                     reason="needs gcc and objdump")
 def test_programs_compile_and_loop_layout_from_the_binary(tmp_path):
     progs = hwtest_steps.compile_programs(tmp_path)
-    assert set(progs) == {"hwalt", "hwcpuid", "hwloop", "hwread"}
+    assert set(progs) == {"hwalt", "hwcpuid", "hwloop", "hwraw", "hwread"}
     # mov; (sub; jnz) per iteration; ret — counted by objdump, not stated anywhere.
     layout = hwtest_steps.loop_layout(progs["hwloop"])
     assert (layout.head, layout.body, layout.tail) == (1, 2, 1)
@@ -295,12 +356,13 @@ def test_programs_compile_and_loop_layout_from_the_binary(tmp_path):
 # --- steps on a fake sysfs, and the run's order with fake hardware ---------------------------
 
 def fake_driver(tmp_path: Path, *, cycle_index="1073741825", event_index="1073741824 1073741826",
-                user_access="1", cpus="0-1") -> Path:
+                user_access="1", cpus="0-1", **top_values: str) -> Path:
     top = tmp_path / "simple-pmu0"
     values = {"generation": "3", "cpus": cpus, "recheck_ms": "100", "events": "0xc0,0x300",
               "ring": "2", "rdpmc_fixed": "1", "pmu_version": "5", "num_gp": "8",
               "gp_width": "48", "num_fixed": "3", "fixed_width": "48", "fixed_mask": "0x7",
-              "events_unavailable": "0x0", "rdpmc_always": "1"}
+              "events_unavailable": "0x0", "rdpmc_always": "0", "access": "members",
+              "members": "0"} | top_values
     for c in (0, 1):
         d = top / f"cpu{c}"
         d.mkdir(parents=True)
@@ -349,6 +411,9 @@ def test_step_sysfs_passes_with_cycles_and_instructions_on_general_counters(tmp_
     ({"event_index": "1073741825 1073741826"}, "event 0xc0 at fixed counter 1"),
     ({"event_index": "1073741824 3"}, "event 0x300 at general counter 3, but it is fixed-only"),
     ({"cycle_index": "3", "event_index": "3 1073741826"}, "two events at one counter"),
+    ({"access": "everyone"}, "access everyone, want members"),
+    ({"rdpmc_always": "1"}, "rdpmc_always 1, want 0"),
+    ({"members": "-1"}, "members '-1', want a count"),
 ])
 def test_step_sysfs_fails(tmp_path, monkeypatch, kw, words):
     _, r = sysfs_step(tmp_path, monkeypatch, **kw)
@@ -359,32 +424,42 @@ def test_step_sysfs_missing_file(tmp_path, monkeypatch):
     top = fake_driver(tmp_path / "x")
     (top / "cpu1" / "conflicts").unlink()
     (top / "rdpmc_always").unlink()
+    (top / "members").unlink()
     monkeypatch.setattr(hwtest_steps, "SYSFS", top)
     monkeypatch.setattr(hwtest_steps, "CPU_SYSFS", tmp_path / "x" / "cpu")
     r = hwtest_steps.step_sysfs(None)
-    assert (r.status, r.reason) == ("fail", "missing: rdpmc_always cpu1/conflicts")
+    assert (r.status, r.reason) == ("fail", "missing: rdpmc_always members cpu1/conflicts")
 
 
-def fake_run(tmp_path, monkeypatch, *, insmod_fails=False, step_status="pass"):
-    view = fake_host(tmp_path)
+def fake_run(tmp_path, monkeypatch, *, insmod_fails=False, step_status="pass", rdpmc="1",
+             steps_raise=None, insmod_rdpmc=None, rmmod_rdpmc=None):
+    """hwtest.run on a fake machine whose rdpmc starts at `rdpmc`; insmod_rdpmc and
+    rmmod_rdpmc: what a module that changes it would write there at load and unload."""
+    view = fake_host(tmp_path, rdpmc=rdpmc)
     calls = []
     loaded = []
     cpuid = hwtest_steps.Cpuid("GenuineIntel", (6, 0x97, 2), False, False,
                                (0x07300805, 0, 7, 0x8603))
-    rdpmc = view.event_source / "cpu" / "rdpmc"
+    rdpmc_file = view.event_source / "cpu" / "rdpmc"
 
     def insmod(ko):
         calls.append("insmod")
         if insmod_fails:
             raise PipelineError("insmod: ERROR: could not insert module: Operation not permitted")
+        if insmod_rdpmc is not None:
+            rdpmc_file.write_text(insmod_rdpmc)
         loaded.append(ko)
 
     def steps(ctx):
-        calls.append(f"steps rdpmc={rdpmc.read_text()}")
+        calls.append(f"steps rdpmc={rdpmc_file.read_text().strip()}")
+        if steps_raise is not None:
+            raise steps_raise
         return [Record("sysfs", step_status, "" if step_status == "pass" else "broken")]
 
     def rmmod():
         calls.append("rmmod")
+        if rmmod_rdpmc is not None:
+            rdpmc_file.write_text(rmmod_rdpmc)
         loaded.clear()
         return None
 
@@ -401,28 +476,627 @@ def fake_run(tmp_path, monkeypatch, *, insmod_fails=False, step_status="pass"):
     monkeypatch.setattr(hwtest, "insmod", insmod)
     monkeypatch.setattr(hwtest, "rmmod", rmmod)
     monkeypatch.setattr(hwtest, "module_loaded", lambda: bool(loaded))
+    writes = rdpmc_writes(monkeypatch)
     out = tmp_path / "r.json"
     rc = hwtest.run(out, view)
-    return rc, calls, json.loads(out.read_text()), rdpmc.read_text()
+    return rc, calls, json.loads(out.read_text()), rdpmc_file.read_text(), writes
+
+
+def steps_of(data) -> dict[str, dict]:
+    return {s["name"]: s for s in data["steps"]}
 
 
 def test_run_order_with_fake_hardware(tmp_path, monkeypatch, capsys):
-    rc, calls, data, rdpmc = fake_run(tmp_path, monkeypatch)
-    assert calls == ["build", "insmod", "steps rdpmc=2", "rmmod"]
+    """rdpmc 1 already (perf's default): the steps run with it, and nothing writes it."""
+    rc, calls, data, rdpmc, writes = fake_run(tmp_path, monkeypatch)
+    assert calls == ["build", "insmod", "steps rdpmc=1", "rmmod"]
+    assert writes == []
     assert rc == 0 and data["exit_status"] == 0
-    assert [s["name"] for s in data["steps"]] == ["perf-baseline", "load", "sysfs", "unload",
+    assert [s["name"] for s in data["steps"]] == ["perf-baseline", "load", "rdpmc-load",
+                                                  "sysfs", "unload", "rdpmc-unload",
                                                   "rdpmc-restored"]
     assert rdpmc.strip() == "1"
     assert data["host"]["perfmon_version"] == 5 and data["host"]["module_version"] == "0.1"
     assert all(k in data["host"] for k in hwtest.REQUIRED_HOST_KEYS)
     printed = capsys.readouterr().out
-    assert "4 passed, 0 failed, 1 skipped" in printed and str(tmp_path / "r.json") in printed
+    assert "6 passed, 0 failed, 1 skipped" in printed and str(tmp_path / "r.json") in printed
+
+
+@pytest.mark.parametrize("original", ["2", "0"])
+def test_run_sets_rdpmc_1_for_the_block_and_puts_it_back(tmp_path, monkeypatch, original):
+    rc, calls, data, rdpmc, writes = fake_run(tmp_path, monkeypatch, rdpmc=original)
+    assert calls == ["build", "insmod", "steps rdpmc=1", "rmmod"]
+    assert writes == [("cpu", "1"), ("cpu", original)]
+    assert rdpmc == original and rc == 0
+    assert steps_of(data)["rdpmc-restored"]["status"] == "pass"
+
+
+def test_run_puts_rdpmc_back_when_a_step_raises(tmp_path, monkeypatch):
+    """An exception no step caught: the module is still unloaded, rdpmc still put back."""
+    with pytest.raises(KeyboardInterrupt):
+        fake_run(tmp_path, monkeypatch, rdpmc="2", steps_raise=KeyboardInterrupt())
+    assert (tmp_path / "event_source" / "cpu" / "rdpmc").read_text() == "2"
 
 
 def test_run_failed_step_and_failed_insmod(tmp_path, monkeypatch):
-    rc, calls, data, rdpmc = fake_run(tmp_path / "a", monkeypatch, step_status="fail")
+    rc, calls, data, rdpmc, _ = fake_run(tmp_path / "a", monkeypatch, step_status="fail")
     assert rc == 1 and calls[-1] == "rmmod" and rdpmc.strip() == "1"
-    rc, calls, data, rdpmc = fake_run(tmp_path / "b", monkeypatch, insmod_fails=True)
-    assert rc == 1 and calls == ["build", "insmod"] and rdpmc.strip() == "1"
+    rc, calls, data, rdpmc, writes = fake_run(tmp_path / "b", monkeypatch, insmod_fails=True,
+                                              rdpmc="2")
+    assert rc == 1 and calls == ["build", "insmod"] and rdpmc == "2"
+    assert writes == [("cpu", "1"), ("cpu", "2")]
     load = next(s for s in data["steps"] if s["name"] == "load")
     assert load["status"] == "fail" and "Operation not permitted" in load["reason"]
+    assert "rdpmc-load" not in steps_of(data) and "rdpmc-unload" not in steps_of(data)
+
+
+def test_run_fails_a_module_that_changes_rdpmc(tmp_path, monkeypatch):
+    rc, _, data, _, _ = fake_run(tmp_path / "a", monkeypatch, insmod_rdpmc="2")
+    step = steps_of(data)["rdpmc-load"]
+    assert rc == 1 and step["status"] == "fail", step
+    assert step["reason"] == "insmod changed rdpmc from {'cpu': '1'} to {'cpu': '2'}"
+    assert steps_of(data)["rdpmc-unload"]["status"] == "pass"
+    rc, _, data, _, _ = fake_run(tmp_path / "b", monkeypatch, rmmod_rdpmc="2")
+    step = steps_of(data)["rdpmc-unload"]
+    assert rc == 1 and step["status"] == "fail", step
+    assert step["reason"] == "rmmod changed rdpmc from {'cpu': '1'} to {'cpu': '2'}"
+    assert steps_of(data)["rdpmc-load"]["status"] == "pass"
+
+
+# --- who may read: the raw reader's verdicts ---------------------------------------------
+
+RAW_OK = ("cpu=1 map=ok index=1073741825 gen=7 gen_after=7 c0=100 c1=5100 delta=5000 "
+          "result=ok\n")
+RAW_FAULT = "cpu=1 map=none index=1073741825 gen=7 result=sigsegv code=128 at_rdpmc=1\n"
+SEGV = -11
+
+
+@pytest.mark.parametrize("rc, out, want", [
+    (0, RAW_OK, ("ok", "ok", 5000)),
+    (SEGV, RAW_FAULT, ("sigsegv", "none", None)),
+    (SEGV, RAW_FAULT.replace("map=none", "map=open:EACCES"), ("sigsegv", "open:EACCES", None)),
+    (1, "cpu=0 map=mmap:EPERM index=2 gen=3 gen_after=4 c0=1 c1=9 delta=8 result=generation\n",
+     ("generation", "mmap:EPERM", None)),
+    (1, "cpu=0 map=none index=-1 gen=3 result=unplaced\n", ("unplaced", "none", None)),
+    (1, "cpu=0 map=open:ENOENT result=unavailable\n", ("unavailable", "open:ENOENT", None)),
+    (1, "cpu=0 map=ok index=2 gen=3 gen_after=3 c0=9 c1=9 delta=0 result=stalled\n",
+     ("stalled", "ok", None)),
+    # Killed by SIGSEGV, but not at its RDPMC (or with nothing said): not the fault wanted.
+    (SEGV, RAW_FAULT.replace("at_rdpmc=1", "at_rdpmc=0"), ("error", "none", None)),
+    (SEGV, "cpu=1 map=ok index=1 gen=7 ", ("error", "ok", None)),
+    # The handler saw the fault, yet the process did not die of it.
+    (3, RAW_FAULT, ("error", "none", None)),
+    (0, RAW_FAULT, ("error", "none", None)),
+    # Another signal; a read said ok but exited 1, or exited 0 without advancing.
+    (-9, RAW_OK, ("error", "ok", None)),
+    (1, RAW_OK, ("error", "ok", None)),
+    (0, RAW_OK.replace("delta=5000", "delta=0"), ("error", "ok", 0)),
+    (0, RAW_OK.replace("delta=5000 ", ""), ("error", "ok", None)),
+    (2, "", ("error", "?", None)),
+    # hwraw exits 1 after a result other than ok (tests/hw/src/hwraw.c): any other exit
+    # status with one (0: it said stalled yet exited as after an ok read; 2: bad arguments
+    # or a CPU it cannot run on) is no such result.
+    (0, "cpu=0 map=ok index=2 gen=3 gen_after=3 c0=9 c1=9 delta=0 result=stalled\n",
+     ("error", "ok", None)),
+    (2, "cpu=0 map=open:ENOENT result=unavailable\n", ("error", "open:ENOENT", None)),
+    (0, "cpu=0 map=none index=-1 gen=3 result=unplaced\n", ("error", "none", None)),
+    (3, "cpu=0 map=ok index=2 gen=3 gen_after=4 c0=1 c1=9 delta=8 result=generation\n",
+     ("error", "ok", None)),
+])
+def test_judge_raw(rc, out, want):
+    r = hwtest_steps.judge_raw(rc, out)
+    assert (r.result, r.map, r.delta) == want, r
+
+
+def test_judge_raw_says_why():
+    assert hwtest_steps.judge_raw(SEGV, RAW_FAULT).brief() == "sigsegv map=none (si_code 128)"
+    assert hwtest_steps.judge_raw(0, RAW_OK).brief() == "ok map=ok delta=5000"
+    assert "killed by SIGKILL" in hwtest_steps.judge_raw(-9, RAW_OK).detail
+    r = hwtest_steps.judge_raw(2, "", "hwraw: cannot run on CPU 9: Invalid argument\n")
+    assert r.detail == ("exit status 2: no output; stderr: hwraw: cannot run on CPU 9: "
+                        "Invalid argument")
+    assert "not death by SIGSEGV" in hwtest_steps.judge_raw(3, RAW_FAULT).detail
+    stalled = "cpu=0 map=ok index=2 gen=3 gen_after=3 c0=9 c1=9 delta=0 result=stalled"
+    assert hwtest_steps.judge_raw(0, stalled + "\n").detail == f"exit status 0: {stalled}"
+    assert hwtest_steps.judge_raw(2, "cpu=0 map=ok result=unavailable\n").detail == \
+        "exit status 2: cpu=0 map=ok result=unavailable"
+    assert "not at its RDPMC" in hwtest_steps.judge_raw(
+        SEGV, RAW_FAULT.replace("at_rdpmc=1", "at_rdpmc=0")).detail
+
+
+def test_raw_problems():
+    ok = hwtest_steps.RawRead("ok", "ok", 10)
+    fault = hwtest_steps.RawRead("sigsegv", "none", detail="si_code 128")
+    assert hwtest_steps.raw_problems({0: ok, 1: ok}, "ok", "ok") == []
+    assert hwtest_steps.raw_problems({0: ok, 1: fault}, "ok", "ok") == \
+        ["cpu1: sigsegv map=none (si_code 128), want ok map=ok"]
+    # The right result with the wrong map is wrong too: a read not let in the way wanted.
+    assert hwtest_steps.raw_problems({0: ok}, "ok", "none") == \
+        ["cpu0: ok map=ok delta=10, want ok map=none"]
+    assert hwtest_steps.raw_problems({}, "ok", "ok") == ["no CPU to read on"]
+
+
+def test_rdpmc_unchanged():
+    r = hwtest_steps.rdpmc_unchanged("rdpmc-load", "insmod", {"cpu": "1"}, {"cpu": "1"})
+    assert r.status == "pass" and r.measured == {"before": {"cpu": "1"}, "after": {"cpu": "1"}}
+    r = hwtest_steps.rdpmc_unchanged("rdpmc-unload", "rmmod", {"cpu": "1"}, {"cpu": "2"})
+    assert (r.status, r.reason) == ("fail", "rmmod changed rdpmc from {'cpu': '1'} to "
+                                            "{'cpu': '2'}")
+    assert r.expected == {"after": {"cpu": "1"}}
+
+
+def test_unused_gid():
+    assert hwtest_steps.unused_gid(lambda g: False) == 4242
+    assert hwtest_steps.unused_gid(lambda g: g in (4242, 4243)) == 4244
+    assert hwtest_steps.unused_gid(lambda g: False, first=65534) == 65535  # never nogroup
+    with pytest.raises(PipelineError, match="every group id"):
+        hwtest_steps.unused_gid(lambda g: True)
+
+
+def test_exec_dir(tmp_path, monkeypatch):
+    assert hwtest_steps.exec_dir((str(tmp_path / "missing"), str(tmp_path))) == str(tmp_path)
+    with pytest.raises(PipelineError, match="missing or mounted noexec"):
+        hwtest_steps.exec_dir((str(tmp_path / "missing"),))
+    real = os.statvfs
+    noexec = str(tmp_path / "noexec")
+
+    class Flags:
+        f_flag = os.ST_NOEXEC | os.ST_NOSUID
+
+    monkeypatch.setattr(os, "statvfs", lambda p: Flags() if p == noexec else real(p))
+    assert hwtest_steps.exec_dir((noexec, str(tmp_path))) == str(tmp_path)
+
+
+def test_node_access_never_opens_more_than_both_states(tmp_path, monkeypatch):
+    """0600 root -> 0660 group 4242 and back: each step's mode is one both the old and the
+    new state grant, until the group is the new one."""
+    node = tmp_path / "node"
+    node.write_text("")
+    node.chmod(0o600)
+    calls = []
+    real_chmod = os.chmod
+
+    def chmod(path, mode):
+        calls.append(("chmod", oct(mode)))
+        real_chmod(path, mode)
+
+    monkeypatch.setattr(os, "chmod", chmod)
+    monkeypatch.setattr(os, "chown", lambda path, uid, gid: calls.append(("chown", gid)))
+    hwtest_steps.node_access(node, 4242, 0o660)
+    assert calls == [("chmod", "0o600"), ("chown", 4242), ("chmod", "0o660")]
+    calls.clear()
+    hwtest_steps.node_access(node, 0, 0o600)
+    assert calls == [("chmod", "0o600"), ("chown", 0), ("chmod", "0o600")]
+
+
+# --- the raw reader, built and run on this host (no module, no PMU access) ----------------
+
+def _rdpmc_open_to_all() -> bool:
+    """rdpmc 2 on this host: user RDPMC works everywhere, so hwraw's fault cannot be seen."""
+    es = Path("/sys/bus/event_source/devices")
+    return any((es / p / "rdpmc").is_file() and (es / p / "rdpmc").read_text().strip() == "2"
+               for p in hwtest.X86_CPU_PMUS)
+
+
+@pytest.fixture(scope="module")
+def hwraw(tmp_path_factory) -> Path:
+    if not shutil.which("gcc"):
+        pytest.skip("needs gcc")
+    import platform
+    if platform.machine() != "x86_64":
+        pytest.skip("hwraw is x86-64 code")
+    return hwtest_steps.compile_programs(tmp_path_factory.mktemp("hw"))["hwraw"]
+
+
+def test_hwraw_without_the_module(hwraw):
+    """No module here: it says so without reading, let in or not; --index reads anyway."""
+    assert hwtest_steps.run_raw(hwraw, 0).result == "unavailable"
+    r = hwtest_steps.run_raw(hwraw, 0, map_node=True)
+    assert (r.result, r.map) == ("unavailable", "open:ENOENT")
+
+
+@pytest.mark.skipif(_rdpmc_open_to_all(), reason="rdpmc 2 here: user RDPMC does not fault")
+def test_hwraw_dies_of_its_rdpmc_fault(hwraw):
+    """A real fault: user RDPMC outside a perf-mapping process (no module here) is a #GP;
+    the kernel's SIGSEGV kills it after its handler said where, and judge_raw sees it."""
+    proc = subprocess.run([str(hwraw), "--index", "0", "0"], capture_output=True, text=True)
+    assert proc.returncode == SEGV, proc
+    assert proc.stdout.endswith("result=sigsegv code=128 at_rdpmc=1\n"), proc.stdout
+    r = hwtest_steps.judge_raw(proc.returncode, proc.stdout, proc.stderr)
+    assert (r.result, r.map, r.detail) == ("sigsegv", "none", "si_code 128")
+
+
+def test_hwraw_says_where_it_faulted(hwraw):
+    """at_rdpmc tells a fault at hwraw's RDPMC from one elsewhere: --fault-elsewhere reads
+    address 0 where its first RDPMC would be (SEGV_MAPERR, at_rdpmc=0), which judge_raw
+    does not take for the fault wanted. Here (no module, no PMU access) the RDPMC itself
+    faults too: at_rdpmc=1, the fault wanted."""
+    proc = subprocess.run([str(hwraw), "--fault-elsewhere", "--index", "0", "0"],
+                          capture_output=True, text=True)
+    assert proc.returncode == SEGV, proc
+    assert proc.stdout == "cpu=0 map=none index=0 gen=none result=sigsegv code=1 " \
+        "at_rdpmc=0\n", proc.stdout
+    r = hwtest_steps.judge_raw(proc.returncode, proc.stdout, proc.stderr)
+    assert (r.result, r.map) == ("error", "none") and "not at its RDPMC" in r.detail, r
+    if _rdpmc_open_to_all():
+        return  # rdpmc 2 here: user RDPMC does not fault
+    proc = subprocess.run([str(hwraw), "--index", "0", "0"], capture_output=True, text=True)
+    assert proc.returncode == SEGV, proc
+    assert proc.stdout == "cpu=0 map=none index=0 gen=none result=sigsegv code=128 " \
+        "at_rdpmc=1\n", proc.stdout
+    assert hwtest_steps.judge_raw(proc.returncode, proc.stdout).result == "sigsegv"
+
+
+REAL_POPEN = subprocess.Popen
+
+
+def holder_args(monkeypatch, *extra):
+    """Holders whose hwraw gets `extra` arguments first (--node, --index)."""
+    argv = []
+
+    def popen(args, **kw):
+        argv.append(args)
+        return REAL_POPEN([args[0], *extra, *args[1:]], **kw)
+
+    monkeypatch.setattr(subprocess, "Popen", popen)
+    return argv
+
+
+@pytest.mark.skipif(_rdpmc_open_to_all(), reason="rdpmc 2 here: user RDPMC does not fault")
+def test_hwraw_holder_protocol(hwraw, monkeypatch, tmp_path):
+    """--hold as the members step drives it, with a plain file for the node (--node):
+    held with a mapping, a read, unmap (munmap succeeds), EOF; then a holder whose read
+    faults (--index: no module needed), which ends it, judged from its exit."""
+    plain = tmp_path / "plain"
+    plain.write_text("not a node\n")
+    with hwtest_steps.Holder(hwraw, 0) as h:  # the real node: none here
+        assert h.map == "open:ENOENT"
+        assert h.unmap() == "unmapped rc=-1"  # nothing was mapped
+    argv = holder_args(monkeypatch, "--node", str(plain))
+    with hwtest_steps.Holder(hwraw, 0) as h:
+        assert h.map == "ok"
+        maps = Path(f"/proc/{h.proc.pid}/maps")
+        assert str(plain) in maps.read_text()  # one page, read-only, shared
+        assert [ln.split()[1] for ln in maps.read_text().splitlines()
+                if ln.endswith(str(plain))] == ["r--s"]
+        r = h.read()
+        assert (r.result, r.map) == ("unavailable", "ok"), r
+        assert h.unmap() == "unmapped rc=0"
+        assert str(plain) not in maps.read_text()
+        assert h.read().map == "unmapped"
+        assert h.close() == 0
+    assert argv == [[str(hwraw), "--hold", "--map", "0"]]
+    holder_args(monkeypatch, "--node", str(plain), "--index", "0")
+    with hwtest_steps.Holder(hwraw, 0) as h:
+        assert h.map == "ok"
+        r = h.read()  # a mapping of something else lets nobody in
+        assert (r.result, r.map) == ("sigsegv", "ok"), r
+        assert h.close() == SEGV
+    holder_args(monkeypatch, "--index", "0")
+    with hwtest_steps.Holder(hwraw, 0, map_node=False) as h:
+        assert h.map == "none"
+        assert h.read().result == "sigsegv"
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="runs a program as uid 65534: needs root")
+def test_hwraw_as_nobody(hwraw):
+    """public_copy and run_raw as uid 65534 (the other-user and everyone steps): the copy
+    runs as that user, here without the module, and is gone after."""
+    with hwtest_steps.public_copy(hwraw) as prog:
+        assert prog.parent != hwraw.parent and os.stat(prog).st_mode & 0o777 == 0o755
+        proc = subprocess.run(["id", "-u"], capture_output=True, text=True, user=65534)
+        assert proc.stdout.strip() == "65534"
+        r = hwtest_steps.run_raw(prog, 0, map_node=True, who=hwtest_steps.NOBODY_WHO)
+        assert (r.result, r.map) == ("unavailable", "open:ENOENT"), r
+    assert not prog.exists() and not prog.parent.exists()
+
+
+# --- the steps about who may read, against a fake driver -----------------------------------
+
+class FakeDriver:
+    """The x86 driver's access rules as issue 23 states them, on a fake sysfs, rdpmc file
+    and node, answering for hwraw (run_raw, Holder) and rmmod. `broken` names one rule
+    it gets wrong, as a driver with that bug would."""
+
+    def __init__(self, tmp_path, monkeypatch, broken=None):
+        self.top = fake_driver(tmp_path)
+        self.es = tmp_path / "event_source"
+        (self.es / "cpu").mkdir(parents=True)
+        (self.es / "cpu" / "rdpmc").write_text("1\n")
+        self.node = tmp_path / "simple-pmu"
+        self.node.write_text("")
+        self.node.chmod(0o600)
+        self.node_gid = 0  # the fake node's group (chown needs root: kept here)
+        self.broken = broken
+        self.loaded = True
+        self.runs = []
+        self.visits = []
+        cpuid = hwtest_steps.Cpuid("GenuineIntel", (6, 0x97, 2), False, False,
+                                   (0x07300805, 0, 7, 0x8603))
+        self.ctx = hwtest_steps.Context({"hwraw": tmp_path / "hwraw"}, self.es, ("cpu",),
+                                        {"cpu": "1"}, cpuid)
+        real_write = hwtest.write_rdpmc
+
+        def write_rdpmc(es, pmu, value):
+            real_write(es, pmu, value)
+            if broken != "access-ignores-rdpmc":  # the module's check follows rdpmc
+                self.attr_write("access", "everyone" if value == "2" else "members")
+                self.attr_write("rdpmc_always", "1" if value == "2" else "0")
+
+        def node_access(path, gid, mode):
+            assert path == self.node
+            # Once changed, a "-stuck" node keeps that group or mode (the put-back fails).
+            changed = (self.node_gid, self.node.stat().st_mode & 0o777) != (0, 0o600)
+            if not (changed and broken == "node-group-stuck"):
+                self.node_gid = gid
+            if not (changed and broken == "node-mode-stuck"):
+                path.chmod(mode)
+
+        @contextmanager
+        def public_copy(prog):
+            yield prog.parent / "public" / prog.name
+
+        for name, value in (("SYSFS", self.top), ("CPU_SYSFS", tmp_path / "cpu"),
+                            ("NODE", self.node), ("run_raw", self.run_raw),
+                            ("Holder", self.holder_class()), ("public_copy", public_copy),
+                            ("node_access", node_access), ("MEMBERS_WAIT_S", 0.05),
+                            ("visit_cpus", self.visits.append),
+                            ("ACCESS_WAIT_S", 0.05),
+                            ("os", StatOs({self.node: self.node_stat}))):
+            monkeypatch.setattr(hwtest_steps, name, value)
+        monkeypatch.setattr(hwtest, "write_rdpmc", write_rdpmc)
+        monkeypatch.setattr(hwtest, "rmmod", self.rmmod)
+        monkeypatch.setattr(hwtest, "module_loaded", lambda: self.loaded)
+
+    def attr_write(self, name, value):
+        (self.top / name).write_text(f"{value}\n")
+
+    def node_stat(self):
+        """The node as the steps see it: the file's mode, the group kept here."""
+        st = self.node.stat()
+        return SimpleNamespace(st_mode=st.st_mode, st_uid=0, st_gid=self.node_gid,
+                               st_rdev=st.st_rdev)
+
+    def rdpmc(self):
+        return (self.es / "cpu" / "rdpmc").read_text().strip()
+
+    def members(self, change):
+        n = int((self.top / "members").read_text()) + change
+        self.attr_write("members", n)
+
+    def may_open(self, who):
+        mode = self.node.stat().st_mode & 0o777
+        if who is None or self.broken == "node-open-to-all" or mode & 0o006:
+            return True
+        if self.broken == "group-ignored":  # the node's group lets nobody in
+            return False
+        return bool((self.node_gid == who.gid or self.node_gid in who.groups) and mode & 0o060)
+
+    def map(self, who):
+        if not self.may_open(who):
+            return "open:EACCES"
+        if self.rdpmc() == "0" and self.broken != "maps-at-rdpmc-0":
+            return "mmap:EPERM"
+        return "ok"
+
+    def reads(self, mapped, who=None):
+        everyone = self.rdpmc() == "2" and (who is None or self.broken != "everyone-root-only")
+        return everyone or mapped == "ok" or self.broken == "counters-for-all"
+
+    def run_raw(self, prog, cpu, map_node=False, who=None):
+        self.runs.append((prog.parent.name, cpu, map_node, who))
+        mapped = self.map(who) if map_node else "none"
+        if mapped == "mmap:EPERM" and self.broken == "counts-refused":
+            self.members(+1)  # counted, though perf refused it, and never uncounted
+        if self.reads(mapped, who):
+            return hwtest_steps.RawRead("ok", mapped, 1000)
+        return hwtest_steps.RawRead("sigsegv", mapped, detail="si_code 128")
+
+    def rmmod(self):
+        if int((self.top / "members").read_text()) and self.broken != "unpinned":
+            return "rmmod: ERROR: Module simple_pmu is in use"
+        self.loaded = False
+        return None
+
+    def holder_class(self):
+        drv = self
+
+        class FakeHolder:
+            def __init__(self, prog, cpu, map_node=True):
+                self.map = drv.map(None) if map_node else "none"
+                self.mapped, self.alive = self.map == "ok", True
+                if self.mapped and drv.broken != "members-not-counted":
+                    drv.members(+1)
+
+            def read(self):
+                if drv.reads("ok" if self.mapped else "none"):
+                    return hwtest_steps.RawRead("ok", self.map, 500)
+                self.alive = False
+                return hwtest_steps.RawRead("sigsegv", self.map, detail="si_code 128")
+
+            def unmap(self):
+                if self.mapped:
+                    drv.members(-1)
+                    self.mapped = drv.broken == "munmap-keeps-grant"
+                self.map = "unmapped"
+                return "unmapped rc=0"
+
+            def close(self):
+                if self.alive and self.mapped and drv.broken != "exit-keeps-member":
+                    drv.members(-1)
+                self.mapped = False
+                status, self.alive = (0 if self.alive else SEGV), False
+                return status
+
+            def __enter__(self):
+                return self
+
+            def __exit__(self, *exc):
+                self.close()
+
+        return FakeHolder
+
+
+class StatOs:
+    """os, for hwtest_steps, but stat() of the paths given is their function's answer (a
+    node's group without chown, which needs root; a character device without mknod)."""
+
+    def __init__(self, stats):
+        self.stats = stats
+
+    def __getattr__(self, name):
+        return getattr(os, name)
+
+    def stat(self, path, *args, **kwargs):
+        fake = self.stats.get(Path(path))
+        return fake() if fake else os.stat(path, *args, **kwargs)
+
+
+ACCESS_STEPS = {
+    "non-member-faults": hwtest_steps.step_non_member,
+    "member-reads": hwtest_steps.step_member,
+    "members": hwtest_steps.step_members,
+    "other-user": hwtest_steps.step_other_user,
+    "rdpmc-0": hwtest_steps.step_rdpmc_never,
+    "everyone": hwtest_steps.step_everyone,
+}
+
+
+def run_access_steps(drv):
+    return {name: fn(drv.ctx) for name, fn in ACCESS_STEPS.items()}
+
+
+def test_access_steps_pass_on_a_driver_that_keeps_the_rules(tmp_path, monkeypatch):
+    drv = FakeDriver(tmp_path, monkeypatch)
+    records = run_access_steps(drv)
+    for name, r in records.items():
+        assert (r.name, r.status) == (name, "pass"), r
+    # Whatever they changed is back: rdpmc, the node, the count, the module loaded.
+    assert drv.rdpmc() == "1" and drv.node.stat().st_mode & 0o777 == 0o600
+    assert drv.node_gid == 0 and (drv.top / "members").read_text() == "0\n" and drv.loaded
+    assert (drv.top / "access").read_text() == "members\n"
+    m = records["members"].measured
+    assert (m["while_mapped"], m["after_munmap"], m["while_mapped_2"], m["after_exit"]) == \
+        ("1", "0", "1", "0")
+    assert m["rmmod_while_mapped"] == "rmmod: ERROR: Module simple_pmu is in use"
+    # uid 65534 runs the public copy, with the temporary group only where it is wanted.
+    nobody = [(d, w) for d, _, _, w in drv.runs if w is not None]
+    assert {d for d, _ in nobody} == {"public"}
+    assert [w.groups for _, w in nobody if w.groups] == [(4242,), (4242,)]
+    assert records["other-user"].measured["group"] == 4242
+
+
+@pytest.mark.parametrize("broken, step, words", [
+    ("counters-for-all", "non-member-faults", "cpu0: ok map=none delta=1000, want sigsegv"),
+    ("counters-for-all", "other-user", "uid 65534 not in the node's group: cpu0: ok"),
+    ("counters-for-all", "everyone", "root, rdpmc put back: cpu0: ok"),
+    ("node-open-to-all", "other-user",
+     "uid 65534 not in the node's group: cpu0: ok map=ok delta=1000, want sigsegv "
+     "map=open:EACCES"),
+    ("members-not-counted", "members", "members 0 while mapped, want 1"),
+    ("munmap-keeps-grant", "members", "read after munmap: ok"),
+    ("exit-keeps-member", "members", "members 1 after exit, want 0"),
+    ("unpinned", "members", "rmmod succeeded while a let-in process lived"),
+    ("maps-at-rdpmc-0", "rdpmc-0", "cpu0: ok map=ok delta=1000, want sigsegv map=mmap:EPERM"),
+    ("access-ignores-rdpmc", "everyone", "access members, want everyone"),
+    ("counts-refused", "rdpmc-0", "members 2 with rdpmc 0, 0 before"),  # one per CPU
+    ("group-ignored", "other-user",
+     "uid 65534 in group 4242: cpu0: sigsegv map=open:EACCES (si_code 128), want ok map=ok"),
+    ("everyone-root-only", "everyone",
+     "uid 65534, rdpmc 2: cpu0: sigsegv map=none (si_code 128), want ok map=none"),
+    ("node-group-stuck", "other-user", "not put back: 4242 0600, was root 0600"),
+    ("node-mode-stuck", "other-user", "not put back: root 0660, was root 0600"),
+])
+def test_access_steps_fail_on_a_broken_driver(tmp_path, monkeypatch, broken, step, words):
+    drv = FakeDriver(tmp_path, monkeypatch, broken)
+    r = ACCESS_STEPS[step](drv.ctx)
+    assert r.status == "fail" and words in r.reason, r.reason
+    if broken == "access-ignores-rdpmc":  # waited, waking every CPU for its check
+        assert drv.visits and all(v == [0, 1] for v in drv.visits)
+
+
+def test_visit_cpus_puts_the_affinity_back():
+    before = os.sched_getaffinity(0)
+    hwtest_steps.visit_cpus(sorted(before))
+    assert os.sched_getaffinity(0) == before
+
+
+def test_access_steps_put_rdpmc_and_the_node_back_when_a_read_raises(tmp_path, monkeypatch):
+    drv = FakeDriver(tmp_path, monkeypatch)
+    seen = []
+
+    def boom(prog, cpu, map_node=False, who=None):
+        seen.append((drv.rdpmc(), drv.node.stat().st_mode & 0o777, drv.node_gid))
+        if seen[-1] != ("1", 0o600, 0):  # raise once the step changed something
+            raise subprocess.TimeoutExpired(["hwraw"], 60)
+        return drv.run_raw(prog, cpu, map_node, who)
+
+    monkeypatch.setattr(hwtest_steps, "run_raw", boom)
+    for step, state in ((hwtest_steps.step_other_user, ("1", 0o660, 4242)),
+                        (hwtest_steps.step_rdpmc_never, ("0", 0o600, 0)),
+                        (hwtest_steps.step_everyone, ("2", 0o600, 0))):
+        seen.clear()
+        with pytest.raises(subprocess.TimeoutExpired):
+            step(drv.ctx)
+        assert seen[-1] == state
+        assert (drv.rdpmc(), drv.node.stat().st_mode & 0o777, drv.node_gid) == ("1", 0o600, 0)
+    # And through _guarded (as loaded_steps runs them): a failed step, rdpmc put back.
+    r = hwtest_steps._guarded("everyone", lambda: hwtest_steps.step_everyone(drv.ctx))
+    assert r.status == "fail" and "TimeoutExpired" in r.reason and drv.rdpmc() == "1"
+
+
+def test_rdpmc_steps_skip_without_the_attribute(tmp_path, monkeypatch):
+    drv = FakeDriver(tmp_path, monkeypatch)
+    drv.ctx.rdpmc_original["cpu"] = None
+    assert hwtest_steps.step_rdpmc_never(drv.ctx).status == "skip"
+    assert hwtest_steps.step_everyone(drv.ctx).status == "skip"
+
+
+@pytest.mark.parametrize("mode, gid, words", [
+    (0o600, 0, None),
+    (0o660, 4242, None),  # a udev rule's group
+    (0o604, 0, "has mode 0604: every local user may open it"),  # others may read
+    (0o606, 4242, "has mode 0606: every local user may open it"),
+    (0o601, 0, "has mode 0601: every local user may open it"),
+], ids=["0600", "0660-group", "0604", "0606", "0601"])
+def test_step_node_mode(tmp_path, monkeypatch, mode, gid, words):
+    """root's character device, the module's: 0600, or 0660 with a group, passes; any bit
+    for others fails (reading is enough to be let in: the mapping is PROT_READ)."""
+    node = tmp_path / "simple-pmu"
+    misc = tmp_path / "misc"
+    misc.mkdir()
+    (misc / "dev").write_text("10:123\n")
+    st = SimpleNamespace(st_mode=stat.S_IFCHR | mode, st_uid=0, st_gid=gid,
+                         st_rdev=os.makedev(10, 123))
+    monkeypatch.setattr(hwtest_steps, "os", StatOs({node: lambda: st}))
+    monkeypatch.setattr(hwtest_steps, "NODE", node)
+    monkeypatch.setattr(hwtest_steps, "MISC_SYSFS", misc)
+    r = hwtest_steps.step_node(None)
+    assert r.measured["mode"] == f"{mode:04o}" and r.measured["dev"] == "10:123"
+    if words is None:
+        assert r.status == "pass", r.reason
+    else:
+        assert r.status == "fail" and r.reason == f"{node} {words} and be let in (a local " \
+            "udev rule?)", r.reason
+
+
+def test_step_node(tmp_path, monkeypatch):
+    plain = tmp_path / "node"
+    plain.write_text("")
+    plain.chmod(0o600)
+    monkeypatch.setattr(hwtest_steps, "MISC_SYSFS", tmp_path / "misc")
+    monkeypatch.setattr(hwtest_steps, "NODE", plain)
+    r = hwtest_steps.step_node(None)
+    assert r.status == "fail" and "is not a character device" in r.reason
+    monkeypatch.setattr(hwtest_steps, "NODE", tmp_path / "gone")
+    assert "no " in hwtest_steps.step_node(None).reason
+    null = Path("/dev/null")  # root's character device, 0666: every local user may open it
+    if null.is_char_device() and null.stat().st_uid == 0:
+        monkeypatch.setattr(hwtest_steps, "NODE", null)
+        (tmp_path / "misc").mkdir()
+        (tmp_path / "misc" / "dev").write_text("10:123\n")
+        r = hwtest_steps.step_node(None)
+        assert r.status == "fail"
+        assert r.reason == ("/dev/null has mode 0666: every local user may open it and be let "
+                            "in (a local udev rule?); /dev/null is device 1:3, the module's is "
+                            "10:123 (" + str(tmp_path / "misc" / "dev") + ")")

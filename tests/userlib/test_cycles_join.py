@@ -19,7 +19,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from userlib_helpers import INCLUDE, FakeDriver, LineProcess
+from userlib_helpers import INCLUDE, FakeDriver, Join, refuse_open, unopenable
 
 CSRC = Path(__file__).resolve().parent / "c"
 CROSS_CC = "aarch64-linux-gnu-gcc"
@@ -27,18 +27,6 @@ ARM64_SYSROOT = Path("/usr/aarch64-linux-gnu")
 CPUS = sorted(os.sched_getaffinity(0))
 PATH_NONE, PATH_MODULE = 0, 3  # enum cycles_path_id
 CYCLES_FAULTED = 8
-
-
-class Join(LineProcess):
-    """join_check running: one command, one answer line."""
-
-    def pairs(self, command: str, prefix: str = "child: ") -> dict[str, int]:
-        return super().pairs(command, prefix)
-
-    def close(self) -> None:
-        assert self.proc.stdin
-        self.proc.stdin.close()
-        assert self.proc.wait(timeout=30) == 0
 
 
 @pytest.fixture
@@ -71,21 +59,6 @@ def join(tmp_path):
     yield start, fake, node
     for run in started:
         run.close()
-
-
-def unopenable(node: Path) -> tuple[str, str]:
-    """Make node unopenable by the test program (after its `nodac`, for a root run): a
-    group the process is not in, mode 0660, someone else's; as a user, mode 0000. Returns
-    the (group, mode) cycles.h should name, as stat() and the group database say."""
-    if os.geteuid() == 0:
-        mine = set(os.getgroups()) | {os.getegid(), 0}
-        other = next(g for g in grp.getgrall() if g.gr_gid not in mine)
-        os.chown(node, 65534, other.gr_gid)
-        node.chmod(0o660)
-    else:
-        node.chmod(0)
-    st = node.stat()
-    return grp.getgrgid(st.st_gid).gr_name, f"{st.st_mode & 0o7777:04o}"
 
 
 def test_a_non_member_is_not_let_in_and_told_why(join):
@@ -158,6 +131,16 @@ def test_a_member_is_let_in_once_and_again_after_a_fault(join):
         0, PATH_MODULE, 1, 4), child
 
 
+def test_each_thread_is_let_in_on_its_own(join):
+    """arm64 lets threads in, not processes (x86's contrast: test_cycles_let_in_x86.py):
+    four threads whose first use is at the same moment ask once each."""
+    start, _, _ = join
+    run = start()
+    assert run.pairs("threads 4") == {"ok": 4, "joins": 4}
+    got = run.pairs("state")
+    assert (got["joins"], got["mapped"], got["tries"]) == (5, 0, 0), got
+
+
 def test_the_headers_ioctls_are_the_drivers():
     """join_check answers whatever CYCLES_IOC_JOIN is: tie it to drivers/arm64/pmu.h."""
     import re
@@ -227,18 +210,6 @@ def arm64_driver(tmp_path, monkeypatch, simple_pmu):
     monkeypatch.setattr(simple_pmu.native, "driver_instructions", lambda: next(ticks) * 700)
     cpu = sysinfo.CpuInfo("aarch64", "Arm (0x41)", "CPU part 0xd0c", frozenset(), None, None)
     return probe, cpu, node, fake, tried
-
-
-def refuse_open(monkeypatch, node: Path, err: int = errno.EACCES) -> None:
-    """os.open of node fails with err (as for a user outside the node's group; a root test
-    run would open anything)."""
-    real = os.open
-
-    def fake_open(path, flags, *args, **kwargs):
-        if Path(path) == node and node.exists():
-            raise OSError(err, os.strerror(err), str(path))
-        return real(path, flags, *args, **kwargs)
-    monkeypatch.setattr(os, "open", fake_open)
 
 
 def test_python_reason_for_a_non_member(arm64_driver, monkeypatch, jsonout):

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import errno
+import grp
 import json
+import os
 import subprocess
 import sysconfig
 from pathlib import Path
@@ -151,3 +154,42 @@ class LineProcess:
         """The answer's "key=value" pairs (after `prefix`, if it starts with it)."""
         answer = self.ask(command).removeprefix(prefix)
         return {k: int(v) for k, v in (p.split("=") for p in answer.split())}
+
+
+class Join(LineProcess):
+    """join_check running (tests/userlib/c/join_check.c): one command, one answer line."""
+
+    def pairs(self, command: str, prefix: str = "child: ") -> dict[str, int]:
+        return super().pairs(command, prefix)
+
+    def close(self) -> None:
+        assert self.proc.stdin
+        self.proc.stdin.close()
+        assert self.proc.wait(timeout=30) == 0
+
+
+def unopenable(node: Path) -> tuple[str, str]:
+    """Make node unopenable by the test program (after its `nodac`, for a root run): a
+    group the process is not in, mode 0660, someone else's; as a user, mode 0000. Returns
+    the (group, mode) cycles.h should name, as stat() and the group database say."""
+    if os.geteuid() == 0:
+        mine = set(os.getgroups()) | {os.getegid(), 0}
+        other = next(g for g in grp.getgrall() if g.gr_gid not in mine)
+        os.chown(node, 65534, other.gr_gid)
+        node.chmod(0o660)
+    else:
+        node.chmod(0)
+    st = node.stat()
+    return grp.getgrgid(st.st_gid).gr_name, f"{st.st_mode & 0o7777:04o}"
+
+
+def refuse_open(monkeypatch, node: Path, err: int = errno.EACCES) -> None:
+    """os.open of node fails with err (as for a user outside the node's group; a root test
+    run would open anything)."""
+    real = os.open
+
+    def fake_open(path, flags, *args, **kwargs):
+        if Path(path) == node and node.exists():
+            raise OSError(err, os.strerror(err), str(path))
+        return real(path, flags, *args, **kwargs)
+    monkeypatch.setattr(os, "open", fake_open)

@@ -25,10 +25,15 @@ margin) has passed: when probe() says the driver is usable, its counters are rea
 the CPUs listed in Backend.cpus right now, and nothing in probe() touches perf after that.
 A CPU where the driver's events have no readable counter (cpuN/cycle_index or an entry of
 cpuN/event_index is -1), or whose cpuN/user_access is 0 (x86), is not tried: the driver
-keeps user access closed there. On arm64, where the module reads only for members (sysfs
-access "members"), a process that cannot open its device node (/dev/simple-pmu: the
-node's group and mode are the admin's choice) is not let in: not_let_in() says so, with
-the group, and the driver is not tried.
+keeps user access closed there. Where the module reads only for members (sysfs access
+"members"), a process that cannot open its device node (/dev/simple-pmu: the node's group
+and mode are the admin's choice) is not let in: not_let_in() says so, with the group, and
+the driver is not tried. On x86 the probe also maps the node as cycles.h does to let the
+process in, and unmaps it at once (the page is never touched; nothing is read while it is
+mapped): the module's answer is exact (EPERM: perf allows no user RDPMC, and the cpu
+PMU's rdpmc attribute says which rule). The trial reads then let the process in through
+cycles.h (arm64: each reading thread), and it stays in (x86: until it exits, which keeps
+the module loaded meanwhile).
 """
 
 from __future__ import annotations
@@ -404,18 +409,22 @@ def _user_name() -> str:
         return str(uid)
 
 
-def not_let_in(attrs: dict[str, str], node: Path | None = None) -> list[Reason]:
-    """arm64: why this process's threads cannot be let in to read the driver's counters,
-    where the module reads only for members (sysfs access "members"): a thread is let in
-    through the device node, which it must be able to open for reading (its group and
-    mode are the admin's choice). Decided by opening it and closing it again (nothing is
-    asked of the module, nothing privileged is tried); [] when it opens or nobody needs
+def not_let_in(attrs: dict[str, str], node: Path | None = None,
+               x86: bool = False) -> list[Reason]:
+    """Why this process cannot be let in to read the driver's counters, where the module
+    reads only for members (sysfs access "members"): a reader is let in through the
+    device node, which it must be able to open for reading (its group and mode are the
+    admin's choice). Decided by opening it and closing it again (arm64: nothing is asked
+    of the module, nothing privileged is tried); x86 (x86=True): where it opens, by the
+    mapping that lets the process in, too, unmapped at once (sysinfo.let_in_mapping():
+    the module's own answer; EPERM means perf allows no user RDPMC, and the cpu PMU's
+    rdpmc attribute says which rule). [] when it would be let in, or nobody needs
     letting in ("everyone", or a module without access)."""
     if not sysinfo.members_only(attrs):
         return []
-    dev = sysinfo.dev_node(node)
+    dev = sysinfo.dev_node(node, let_in=x86)
     if dev.error is None:
-        return []
+        return [] if dev.map_error is None else [_not_mapped(dev)]
     if dev.error == errno.ENOENT:
         return [reasons.NO_DEV_NODE.format(node=dev.path)]
     name = reasons.errno_name(dev.error)
@@ -433,17 +442,38 @@ def not_let_in(attrs: dict[str, str], node: Path | None = None) -> list[Reason]:
     return [reason]
 
 
+def _not_mapped(dev: sysinfo.DevNode) -> Reason:
+    """x86: why the node opened but the mapping that lets the process in was refused."""
+    assert dev.map_error is not None
+    if dev.map_error != errno.EPERM:
+        return reasons.LET_IN_REFUSED.format(node=dev.path,
+                                             errname=reasons.errno_name(dev.map_error),
+                                             error=os.strerror(dev.map_error))
+    modes = rdpmc_modes()
+    for path, value in modes:
+        if value == 0:
+            return reasons.NOT_LET_IN_RDPMC_OFF.format(node=dev.path, path=path)
+    path, value = modes[0] if modes else (EVENT_SOURCE / "cpu" / "rdpmc", None)
+    return reasons.NOT_LET_IN_RDPMC_NOT_ALWAYS.format(node=dev.path, path=path,
+                                                      value=value)
+
+
 def _x86_driver_settings(attrs: dict[str, str]) -> list[Reason]:
-    """Why the loaded x86 driver's counters cannot be read on any CPU: user RDPMC not
-    always allowed (every cpu PMU's rdpmc must be 2: cpu, or cpu_core and cpu_atom), the
-    counters off (rdpmc_fixed, where present, not 1)."""
+    """Why the loaded x86 driver's counters cannot be read on any CPU: the counters off
+    (rdpmc_fixed, where present, not 1); a module with sysfs access: this process cannot
+    be let in (not_let_in(), where access is "members"; "everyone" means the cpu PMU's
+    rdpmc is 2); an older one, without access: user RDPMC not always allowed (every cpu
+    PMU's rdpmc must be 2: cpu, or cpu_core and cpu_atom)."""
     found = []
-    for path, value in rdpmc_modes():
-        if value != 2:
-            found.append(reasons.RDPMC_NOT_ALWAYS.format(path=path, value=value))
+    if "access" not in attrs:
+        for path, value in rdpmc_modes():
+            if value != 2:
+                found.append(reasons.RDPMC_NOT_ALWAYS.format(path=path, value=value))
     fixed = attrs.get("rdpmc_fixed")
     if fixed is not None and fixed.strip() != "1":
         found.append(reasons.DRIVER_FIXED_OFF.format(value=fixed.strip()))
+    if "access" in attrs:
+        found += not_let_in(attrs, x86=True)
     return found
 
 
@@ -540,7 +570,7 @@ def _cpu_problem(sysfs: Path, cpu: int, place: CpuPlacement | None,
         return reasons.DRIVER_CPU_ABSENT.format(cpu=cpu, path=path)
     access = place.raw.get("user_access")
     if x86 and access is not None and access.strip() != "1":
-        # The driver's own verdict for this CPU (every slot placed, rdpmc 2).
+        # The driver's own verdict for this CPU (every slot placed; an older one: rdpmc 2).
         return reasons.DRIVER_USER_ACCESS_OFF.format(
             value=f"{access.strip()} in {path / 'user_access'}")
     if place.cycle_index is None:

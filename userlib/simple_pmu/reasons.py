@@ -158,13 +158,15 @@ X86_NO_FIXED = _t(
 X86_EVENT_UNAVAILABLE = _t(
     "x86_event_unavailable",
     "CPUID leaf 0xA marks {event} unavailable")
+# A module without sysfs access (older): its readers are no process it let in.
 RDPMC_NOT_ALWAYS = _t(
     "rdpmc_not_always",
     "{path} is {value}: user RDPMC outside a task with a perf mmap faults; the driver's "
     "counters need 2",
     "an admin's choice, as it lets every task RDPMC (simple-pmu(4) SECURITY CONSIDERATIONS):"
     " RDPMC_ALWAYS=yes in /etc/default/simple-pmu, then load the module again (or echo 2 >"
-    " {path}); or use perf (the default scope)")
+    " {path}); or load this version's module, which lets processes in through its node"
+    " without it; or use perf (the default scope)")
 DRIVER_FIXED_OFF = _t(
     "driver_fixed_off",
     "the driver has the fixed counters off (rdpmc_fixed is {value})",
@@ -194,6 +196,25 @@ NO_DEV_NODE = _t(
 DEV_NODE_FAILED = _t(
     "dev_node_failed",
     "not let in: {node} cannot be opened: {errname} ({error})")
+# x86: the node opens, but the mapping that lets a process in is refused (EPERM: perf
+# allows no user RDPMC; which rule, from the cpu PMU's rdpmc attribute).
+NOT_LET_IN_RDPMC_OFF = _t(
+    "not_let_in_rdpmc_off",
+    "not let in: {node} refused to let this process in (EPERM): perf allows no user RDPMC"
+    " ({path} is 0)",
+    "as root: echo 1 > {path} (the kernel's default; on hybrid parts cpu_core's and"
+    " cpu_atom's)")
+NOT_LET_IN_RDPMC_NOT_ALWAYS = _t(
+    "not_let_in_rdpmc_not_always",
+    "not let in: {node} refused to let this process in (EPERM): this kernel lets user RDPMC"
+    " read CPU-wide counters only at rdpmc 2 ({path} is {value}; Linux 7.x on Panther Cove"
+    " and later)",
+    "an admin's choice, as it lets every task RDPMC (simple-pmu(4) SECURITY CONSIDERATIONS):"
+    " RDPMC_ALWAYS=yes in /etc/default/simple-pmu, then load the module again (or echo 2 >"
+    " {path}; the module's access is then everyone); or use perf (the default scope)")
+LET_IN_REFUSED = _t(
+    "let_in_refused",
+    "not let in: {node} refused to let this process in: {errname} ({error})")
 DRIVER_OLD_ABI = _t(
     "driver_old_abi",
     "the loaded simple-pmu module does not publish {missing}: it is older than this "

@@ -5,7 +5,9 @@ Nothing here executes an instruction that can fault; CPUID never does.
 
 from __future__ import annotations
 
+import errno
 import grp
+import mmap
 import os
 import platform
 import resource
@@ -16,7 +18,8 @@ from pathlib import Path
 from simple_pmu._extension import native
 
 SYSFS_DIR = Path("/sys/devices/system/simple-pmu/simple-pmu0")
-# The module's device node (arm64): a thread that can open it may be let in.
+# The module's device node: a reader that can open it may be let in (arm64: a thread,
+# with an ioctl; x86: a process, with a mapping of it).
 DEV_NODE = Path("/dev/simple-pmu")
 # The node's group in the package's udev rule (named where the node cannot say).
 DEV_GROUP = "simple-pmu"
@@ -229,21 +232,23 @@ def driver_attrs(sysfs: Path | None = None) -> dict[str, str]:
 
 
 def members_only(attrs: dict[str, str]) -> bool:
-    """Whether the loaded module reads only for the threads let in through its node (its
-    sysfs access is "members"; "everyone", or no access attribute at all on x86 and on
-    older modules, needs no letting in)."""
+    """Whether the loaded module reads only for those let in through its node (its sysfs
+    access is "members"; "everyone", or no access attribute at all, an older module,
+    needs no letting in: on x86 that one needs the cpu PMU's rdpmc at 2)."""
     return attrs.get("access", "").strip() == "members"
 
 
 @dataclass(frozen=True)
 class DevNode:
     """Whether this process can open the module's device node for reading, which is what
-    letting a thread in needs (include/cycles.h opens it, asks SPMU_IOC_JOIN, closes it)."""
+    letting a reader in needs (include/cycles.h opens it; arm64: asks SPMU_IOC_JOIN for
+    the thread; x86: maps one page of it for the process; and closes it)."""
 
     path: Path
     error: int | None  # open()'s errno; None: it opens
     group: str | None = None  # the node's group (name, else the number); None: no stat
     mode: int | None = None  # its permission bits
+    map_error: int | None = None  # x86: let_in_mapping()'s errno; None: mapped, or not tried
 
     @property
     def group_readable(self) -> bool:
@@ -252,24 +257,49 @@ class DevNode:
                 and self.group not in (None, "root", "0"))
 
 
-def dev_node(path: Path | None = None) -> DevNode:
-    """Open the node read-only and close it again (no ioctl: nothing is asked of the
-    module), with its group and mode from stat()."""
-    node = DEV_NODE if path is None else path
+def let_in_mapping(fd: int) -> int | None:
+    """x86: map one page of the node open on fd as include/cycles.h does to let a process
+    in (PROT_READ, MAP_SHARED, offset 0) and unmap it at once, never touching it (it has
+    no pages): None if the module allowed it, else the errno (EPERM: perf allows no user
+    RDPMC here). The process is let in only while it is mapped; a mapping cycles.h holds
+    counts apart (unmapping this one leaves it in)."""
     try:
-        os.close(os.open(node, os.O_RDONLY | os.O_CLOEXEC))
-        error = None
+        page = mmap.mmap(fd, mmap.PAGESIZE, flags=mmap.MAP_SHARED, prot=mmap.PROT_READ,
+                         offset=0)
     except OSError as exc:
-        error = exc.errno
+        return exc.errno
+    except ValueError:  # a regular file shorter than a page: no node
+        return errno.EINVAL
+    page.close()
+    return None
+
+
+def dev_node(path: Path | None = None, let_in: bool = False) -> DevNode:
+    """Open the node read-only and close it again (no ioctl: nothing is asked of the
+    module), with its group and mode from stat(). let_in (x86): where it opens, also try
+    the mapping that lets this process in, unmapped at once (let_in_mapping())."""
+    node = DEV_NODE if path is None else path
+    map_error = None
+    try:
+        fd = os.open(node, os.O_RDONLY | os.O_CLOEXEC)
+    except OSError as exc:
+        error: int | None = exc.errno
+    else:
+        error = None
+        try:
+            if let_in:
+                map_error = let_in_mapping(fd)
+        finally:
+            os.close(fd)
     try:
         st = os.stat(node)
     except OSError:
-        return DevNode(node, error)
+        return DevNode(node, error, map_error=map_error)
     try:
         group = grp.getgrgid(st.st_gid).gr_name
     except KeyError:
         group = str(st.st_gid)
-    return DevNode(node, error, group, stat.S_IMODE(st.st_mode))
+    return DevNode(node, error, group, stat.S_IMODE(st.st_mode), map_error)
 
 
 CYCLE_COUNTER_INDEX = 31  # cycle_index / event_index 31: PMCCNTR_EL0, always 64 bits
