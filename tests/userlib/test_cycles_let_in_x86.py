@@ -38,11 +38,9 @@ def need_x86() -> None:
         pytest.skip("cycles.h's x86 let-in runs natively on x86-64 only")
 
 
-@pytest.fixture
-def x86_join(tmp_path):
-    """(start, fake, node): start() runs join_check, built natively, against a
-    FakeX86Driver whose access is "members" (rdpmc 1, the kernel's default: the module
-    needs no 2 then) and a node file (openable until a test says otherwise)."""
+def members_driver(tmp_path: Path) -> tuple[FakeX86Driver, Path]:
+    """A FakeX86Driver whose access is "members" (rdpmc 1, the kernel's default: the module
+    needs no 2 then), and an empty file standing in for its node."""
     need_x86()
     fake = FakeX86Driver(tmp_path / "sys", max(CPUS) + 1)
     fake.attr("access", "members")
@@ -50,6 +48,15 @@ def x86_join(tmp_path):
     fake.rdpmc("cpu", 1)
     node = tmp_path / "simple-pmu"
     node.write_text("")
+    return fake, node
+
+
+@pytest.fixture
+def x86_join(tmp_path):
+    """(start, fake, node): start() runs join_check, built natively, against a
+    FakeX86Driver whose access is "members" (rdpmc 1, the kernel's default: the module
+    needs no 2 then) and a node file (openable until a test says otherwise)."""
+    fake, node = members_driver(tmp_path)
     node.chmod(0o666)
     exe = tmp_path / "join_check"
     cmd = ["gcc", "-O2", "-Wall", "-Wextra", "-Werror", "-pthread", "-I", str(INCLUDE),
@@ -286,15 +293,9 @@ def x86_driver(tmp_path, monkeypatch, simple_pmu):
     if set, is its answer)."""
     import importlib
 
-    need_x86()
+    fake, node = members_driver(tmp_path)
     sysinfo = importlib.import_module("simple_pmu.sysinfo")
     probe = importlib.import_module("simple_pmu._probe")
-    fake = FakeX86Driver(tmp_path / "sys", max(CPUS) + 1)
-    fake.attr("access", "members")
-    fake.attr("members", 0)
-    fake.rdpmc("cpu", 1)
-    node = tmp_path / "simple-pmu"
-    node.write_text("")
     monkeypatch.setattr(sysinfo, "SYSFS_DIR", fake.dir)
     monkeypatch.setattr(sysinfo, "DEV_NODE", node)
     monkeypatch.setattr(sysinfo, "EVENT_SOURCE", fake.event_source)
