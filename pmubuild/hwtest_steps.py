@@ -776,8 +776,10 @@ class Holder:
     """hwraw --hold on one CPU, let in (--map) or not: a process kept alive between
     commands, so that a step can look at `members` while its mapping lives."""
 
-    def __init__(self, prog: Path, cpu: int, map_node: bool = True) -> None:
-        argv = [str(prog), "--hold", *(["--map"] if map_node else []), str(cpu)]
+    def __init__(self, prog: Path, cpu: int, map_node: bool = True,
+                 rdwr: bool = False) -> None:
+        argv = [str(prog), "--hold", *(["--map"] if map_node else []),
+                *(["--rdwr"] if rdwr else []), str(cpu)]
         self.proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                      stderr=subprocess.DEVNULL, text=True)
         line = self._line()
@@ -808,6 +810,24 @@ class Holder:
         """munmap its mapping: its answer ("unmapped rc=0")."""
         self._send("unmap")
         return self._line()
+
+    def protect(self) -> str:
+        """mprotect its mapping read-write: its answer ("protect rc=-1 errno=EACCES")."""
+        self._send("protect")
+        return self._line()
+
+    def child(self, exec_: bool) -> RawRead:
+        """A child it forks reads once, after executing hwraw anew where exec_: judged
+        from the child's line and how it ended (the holder lives on)."""
+        self._send("fork-exec" if exec_ else "fork")
+        line = self._line()
+        status = self._line()
+        how = parse_fields(status).get("status", "")
+        kind, _, num = how.partition(":")
+        if kind not in ("exit", "signal") or not num.isdigit():
+            return RawRead("error", parse_fields(line).get("map", "?"),
+                           detail=f"no child status: {status or 'EOF'}; {line}")
+        return judge_raw(int(num) if kind == "exit" else -int(num), line)
 
     def close(self) -> int:
         """EOF on its stdin: it exits, its mapping with it. Its exit status."""
@@ -962,6 +982,42 @@ def step_members(ctx: Context) -> Record:
     return _verdict("members", problems, measured, expected)
 
 
+def step_member_fork(ctx: Context) -> Record:
+    """A let-in process cannot make its mapping writable (mprotect: EACCES, the module
+    clears VM_MAYWRITE; the node is opened O_RDWR, so the file mode does not); a child
+    it forks gets no mapping but keeps RDPMC, as a perf mapper's child does
+    (simple-pmu(4)), until it executes another program: then it faults. The holder
+    reads on."""
+    cpu = online_cpus()[0]
+    expected: dict[str, object] = {
+        "protect": "protect rc=-1 errno=EACCES", "child": "ok map=inherited",
+        "child_exec": "sigsegv map=none", "holder_after": "ok map=ok"}
+    measured: dict[str, object] = {"cpu": cpu}
+    problems: list[str] = []
+    with Holder(ctx.progs["hwraw"], cpu, rdwr=True) as h:
+        measured["map"] = h.map
+        if h.map != "ok":
+            return Record("member-fork", "fail", f"hwraw --hold --map on cpu{cpu}: "
+                          f"map={h.map}", measured, expected)
+        measured["protect"] = answer = h.protect()
+        if answer != expected["protect"]:
+            problems.append(f"mprotect read-write: {answer or 'no answer'}, want "
+                            "rc=-1 errno=EACCES (the mapping must never become writable)")
+        for key, exec_, want, why in (
+                ("child", False, ("ok", "inherited"), "the documented inheritance"),
+                ("child_exec", True, ("sigsegv", "none"), "execve must end the grant")):
+            r = h.child(exec_)
+            measured[key] = r.brief()
+            if (r.result, r.map) != want:
+                problems.append(f"{key.replace('_', ' ')}: {r.brief()}, want "
+                                f"{want[0]} map={want[1]} ({why})")
+        r = h.read()
+        measured["holder_after"] = r.brief()
+        if (r.result, r.map) != ("ok", "ok"):
+            problems.append(f"the holder after its children: {r.brief()}")
+    return _verdict("member-fork", problems, measured, expected)
+
+
 def step_other_user(ctx: Context) -> Record:
     """uid 65534 may not open the node (EACCES) and its raw reads fault; given a group
     the node is given for a moment (0660, as a udev rule does), it maps and reads. The
@@ -1091,6 +1147,7 @@ def loaded_steps(ctx: Context) -> list[Record]:
         _guarded("non-member-faults", lambda: step_non_member(ctx)),
         _guarded("member-reads", lambda: step_member(ctx)),
         _guarded("members", lambda: step_members(ctx)),
+        _guarded("member-fork", lambda: step_member_fork(ctx)),
         _guarded("other-user", lambda: step_other_user(ctx)),
         _guarded("advance", lambda: step_advance(ctx)),
         _guarded("known-loop", lambda: step_known_loop(ctx, cpu)),

@@ -42,6 +42,71 @@ static bool spmu_pmuserenr_foreign(u64 cur)
 }
 
 /*
+ * The register is named in the instruction (no PMSELR indirection, which
+ * perf uses): one function per event counter, chosen from a table.
+ */
+#define SPMU_DEFINE_ZERO_EVCNTR(n)					\
+static void spmu_zero_evcntr##n(void)					\
+{									\
+	write_sysreg(0, pmevcntr##n##_el0);				\
+}
+
+SPMU_DEFINE_ZERO_EVCNTR(0)
+SPMU_DEFINE_ZERO_EVCNTR(1)
+SPMU_DEFINE_ZERO_EVCNTR(2)
+SPMU_DEFINE_ZERO_EVCNTR(3)
+SPMU_DEFINE_ZERO_EVCNTR(4)
+SPMU_DEFINE_ZERO_EVCNTR(5)
+SPMU_DEFINE_ZERO_EVCNTR(6)
+SPMU_DEFINE_ZERO_EVCNTR(7)
+SPMU_DEFINE_ZERO_EVCNTR(8)
+SPMU_DEFINE_ZERO_EVCNTR(9)
+SPMU_DEFINE_ZERO_EVCNTR(10)
+SPMU_DEFINE_ZERO_EVCNTR(11)
+SPMU_DEFINE_ZERO_EVCNTR(12)
+SPMU_DEFINE_ZERO_EVCNTR(13)
+SPMU_DEFINE_ZERO_EVCNTR(14)
+SPMU_DEFINE_ZERO_EVCNTR(15)
+SPMU_DEFINE_ZERO_EVCNTR(16)
+SPMU_DEFINE_ZERO_EVCNTR(17)
+SPMU_DEFINE_ZERO_EVCNTR(18)
+SPMU_DEFINE_ZERO_EVCNTR(19)
+SPMU_DEFINE_ZERO_EVCNTR(20)
+SPMU_DEFINE_ZERO_EVCNTR(21)
+SPMU_DEFINE_ZERO_EVCNTR(22)
+SPMU_DEFINE_ZERO_EVCNTR(23)
+SPMU_DEFINE_ZERO_EVCNTR(24)
+SPMU_DEFINE_ZERO_EVCNTR(25)
+SPMU_DEFINE_ZERO_EVCNTR(26)
+SPMU_DEFINE_ZERO_EVCNTR(27)
+SPMU_DEFINE_ZERO_EVCNTR(28)
+SPMU_DEFINE_ZERO_EVCNTR(29)
+SPMU_DEFINE_ZERO_EVCNTR(30)
+
+static void (*const spmu_zero_evcntr[SPMU_MAX_EVENT_COUNTERS])(void) = {
+	spmu_zero_evcntr0, spmu_zero_evcntr1, spmu_zero_evcntr2,
+	spmu_zero_evcntr3, spmu_zero_evcntr4, spmu_zero_evcntr5,
+	spmu_zero_evcntr6, spmu_zero_evcntr7, spmu_zero_evcntr8,
+	spmu_zero_evcntr9, spmu_zero_evcntr10, spmu_zero_evcntr11,
+	spmu_zero_evcntr12, spmu_zero_evcntr13, spmu_zero_evcntr14,
+	spmu_zero_evcntr15, spmu_zero_evcntr16, spmu_zero_evcntr17,
+	spmu_zero_evcntr18, spmu_zero_evcntr19, spmu_zero_evcntr20,
+	spmu_zero_evcntr21, spmu_zero_evcntr22, spmu_zero_evcntr23,
+	spmu_zero_evcntr24, spmu_zero_evcntr25, spmu_zero_evcntr26,
+	spmu_zero_evcntr27, spmu_zero_evcntr28, spmu_zero_evcntr29,
+	spmu_zero_evcntr30,
+};
+
+/* Counter @n (0..30 PMEVCNTR<n>_EL0, 31 PMCCNTR_EL0) := 0. */
+static void spmu_zero_counter(unsigned int n)
+{
+	if (n == SPMU_CYCLE_COUNTER)
+		write_sysreg(0, pmccntr_el0);
+	else if (n < ARRAY_SIZE(spmu_zero_evcntr))
+		spmu_zero_evcntr[n]();
+}
+
+/*
  * On this CPU, as armv8pmu_enable_user_access() does before it grants:
  * zero every counter perf is not using, so what a released event left
  * there (another task's count) is not readable at EL0. perf reprograms a
@@ -93,7 +158,7 @@ int spmu_arch_counter_index(struct perf_event *event)
 /* Our events are placed and the admin has not closed access. */
 static bool spmu_access_ready(struct spmu_pcpu *c)
 {
-	return READ_ONCE(spmu_user_access) && c->placed;
+	return READ_ONCE(spmu_user_access) && spmu_cpu_placed(c);
 }
 
 /* Whom access is for: everyone, or the let-in thread running here. */
@@ -114,8 +179,12 @@ bool spmu_arch_sync_access(struct spmu_pcpu *c, enum spmu_check_cause cause)
 		return false;
 	}
 	/* Someone else wrote it since: not ours to take back. */
-	if (c->granted && cur != SPMU_PMUSERENR_RO)
-		WRITE_ONCE(c->granted, false);
+	if (cur != SPMU_PMUSERENR_RO) {
+		if (c->grant == SPMU_GRANT_HELD)
+			c->grant = SPMU_GRANT_LOST;
+		else if (c->grant == SPMU_GRANT_ADOPTED)
+			c->grant = SPMU_GRANT_NONE;
+	}
 	/* Open for whom it is for (sysfs cpus), even while none of them runs. */
 	WRITE_ONCE(c->open, ready);
 	if (!ready || !spmu_access_wanted()) {
@@ -134,14 +203,17 @@ bool spmu_arch_sync_access(struct spmu_pcpu *c, enum spmu_check_cause cause)
 	 * close when this thread leaves, unless it is perf's for current.
 	 */
 	if (cur == SPMU_PMUSERENR_RO) {
-		if (!spmu_task_perf_user_reads(current))
-			WRITE_ONCE(c->granted, true);
+		if (spmu_task_perf_user_reads(current))
+			return false;
+		if (c->grant == SPMU_GRANT_NONE)
+			c->grant = SPMU_GRANT_ADOPTED;
+		else if (c->grant == SPMU_GRANT_LOST)
+			c->grant = SPMU_GRANT_HELD;
 		return false;
 	}
-	reopened = c->was_granted;
+	reopened = c->grant == SPMU_GRANT_LOST;
 	spmu_write_pmuserenr(SPMU_PMUSERENR_RO);
-	WRITE_ONCE(c->granted, true);
-	c->was_granted = true;
+	c->grant = SPMU_GRANT_HELD;
 	if (reopened)
 		pr_debug("cpu%u: user access was revoked; reopened (cause %d)\n",
 			 smp_processor_id(), cause);
@@ -160,14 +232,16 @@ bool spmu_arch_sync_access(struct spmu_pcpu *c, enum spmu_check_cause cause)
  */
 void spmu_arch_revoke(struct spmu_pcpu *c, struct task_struct *next)
 {
-	if (c->granted && spmu_read_pmuserenr() == SPMU_PMUSERENR_RO) {
+	bool ours = c->grant == SPMU_GRANT_HELD ||
+		    c->grant == SPMU_GRANT_ADOPTED;
+
+	if (ours && spmu_read_pmuserenr() == SPMU_PMUSERENR_RO) {
 		if (spmu_task_perf_user_reads(current) &&
 		    spmu_task_perf_user_reads(next))
 			return;
 		spmu_write_pmuserenr(0);
 	}
-	WRITE_ONCE(c->granted, false);
-	c->was_granted = false;
+	c->grant = SPMU_GRANT_NONE;
 }
 
 static int spmu_cpu_pm_notify(struct notifier_block *nb, unsigned long action,

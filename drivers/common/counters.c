@@ -97,13 +97,14 @@ static void spmu_overflow_work_fn(struct irq_work *work)
 /* This CPU, interrupts off: publish where each event counts now. */
 static void spmu_update_placement(struct spmu_pcpu *c)
 {
-	bool placed = spmu_set.nr > 0, changed = false, was_error = c->error;
+	enum spmu_cpu_state was = c->state, now;
+	bool was_placed = was == SPMU_CPU_PLACED;
+	bool placed = spmu_set.nr > 0, error = false, changed = false;
 	unsigned long conflicts = 0;
 	struct perf_event *event;
 	unsigned int i;
 	int idx;
 
-	c->error = false;
 	for (i = 0; i < spmu_set.nr; i++) {
 		idx = SPMU_NO_INDEX;
 		event = c->event[i];
@@ -115,24 +116,30 @@ static void spmu_update_placement(struct spmu_pcpu *c)
 		if (event && READ_ONCE(event->state) == PERF_EVENT_STATE_ACTIVE)
 			idx = spmu_arch_counter_index(event);
 		if (event && READ_ONCE(event->state) == PERF_EVENT_STATE_ERROR)
-			c->error = true;
+			error = true;
 		if (idx == SPMU_NO_INDEX)
 			placed = false;
 		if (idx != c->index[i]) {
 			/* Moved or lost while held: someone else got the counter. */
-			if (c->online && c->index[i] != SPMU_NO_INDEX)
+			if (was != SPMU_CPU_OFFLINE &&
+			    c->index[i] != SPMU_NO_INDEX)
 				conflicts++;
 			WRITE_ONCE(c->index[i], idx);
 			changed = true;
 		}
 	}
-	if (c->error && !was_error)
+	if (error && was != SPMU_CPU_ERROR)
 		conflicts++;
 	if (conflicts)
 		WRITE_ONCE(c->conflicts, c->conflicts + conflicts);
-	if (changed || placed != c->placed)
+	/* An event in ERROR counts nowhere: its slot is unplaced too. */
+	if (error)
+		now = SPMU_CPU_ERROR;
+	else
+		now = placed ? SPMU_CPU_PLACED : SPMU_CPU_UNPLACED;
+	if (changed || placed != was_placed)
 		spmu_new_generation(c);
-	WRITE_ONCE(c->placed, placed);
+	WRITE_ONCE(c->state, now);
 }
 
 /*
@@ -152,7 +159,7 @@ static void spmu_check(struct spmu_pcpu *c, enum spmu_check_cause cause)
 	 * Only the timer queues revive work, which paces the tries; the PM
 	 * exit and overflow paths run far more often.
 	 */
-	if (!c->error) {
+	if (c->state != SPMU_CPU_ERROR) {
 		c->revive_delay = HZ;
 		c->revive_tries = 0;
 	} else if (cause == SPMU_CHECK_TIMER &&
@@ -194,7 +201,7 @@ void spmu_counters_check_this_cpu(enum spmu_check_cause cause)
 
 	local_irq_save(flags);
 	c = this_cpu_ptr(&spmu_pcpus);
-	if (c->online)
+	if (spmu_cpu_held(c))
 		spmu_check(c, cause);
 	local_irq_restore(flags);
 }
@@ -210,7 +217,7 @@ void spmu_counters_leave_this_cpu(struct task_struct *next)
 {
 	struct spmu_pcpu *c = this_cpu_ptr(&spmu_pcpus);
 
-	if (c->online)
+	if (spmu_cpu_held(c))
 		spmu_arch_revoke(c, next);
 }
 
@@ -220,7 +227,7 @@ static void spmu_timer_fn(struct timer_list *t)
 	struct spmu_pcpu *c = container_of(t, struct spmu_pcpu, timer);
 
 	spmu_counters_check_this_cpu(SPMU_CHECK_TIMER);
-	if (READ_ONCE(c->online))
+	if (spmu_cpu_held(c))
 		mod_timer(t, jiffies + msecs_to_jiffies(spmu_recheck_ms));
 }
 
@@ -259,19 +266,17 @@ static int spmu_cpu_online(unsigned int cpu)
 	local_irq_save(flags);
 	for (i = 0; i < SPMU_MAX_SLOTS; i++)
 		WRITE_ONCE(c->index[i], SPMU_NO_INDEX);
-	WRITE_ONCE(c->placed, false);
-	WRITE_ONCE(c->granted, false);
+	WRITE_ONCE(c->state, SPMU_CPU_OFFLINE);
+	c->grant = SPMU_GRANT_NONE;
 	WRITE_ONCE(c->open, false);
-	c->was_granted = false;
-	c->error = false;
+	/* Leaves the CPU held: unplaced, in error or placed. */
 	spmu_update_placement(c);
 	spmu_new_generation(c);
-	WRITE_ONCE(c->online, true);
 	spmu_check(c, SPMU_CHECK_ONLINE);
 	local_irq_restore(flags);
 
 	/* A pinned event perf cannot schedule goes to ERROR without a word. */
-	if (!c->placed)
+	if (!spmu_cpu_placed(c))
 		pr_warn("cpu%u: not every event is counting at a counter user space can read; user access stays closed there (cpu%u/cycle_index, event_index)\n",
 			cpu, cpu);
 
@@ -289,13 +294,12 @@ static int spmu_cpu_offline(unsigned int cpu)
 	unsigned int i;
 
 	local_irq_save(flags);
-	WRITE_ONCE(c->online, false);
+	WRITE_ONCE(c->state, SPMU_CPU_OFFLINE);
 	/* Access goes before the events it reads. */
 	spmu_arch_revoke(c, current);
 	WRITE_ONCE(c->open, false);
 	for (i = 0; i < SPMU_MAX_SLOTS; i++)
 		WRITE_ONCE(c->index[i], SPMU_NO_INDEX);
-	WRITE_ONCE(c->placed, false);
 	spmu_new_generation(c);
 	local_irq_restore(flags);
 
@@ -428,8 +432,7 @@ void spmu_counters_placed_cpus(struct cpumask *mask)
 	cpumask_clear(mask);
 	for_each_online_cpu(cpu) {
 		c = per_cpu_ptr(&spmu_pcpus, cpu);
-		if (READ_ONCE(c->online) && READ_ONCE(c->placed) &&
-		    READ_ONCE(c->open))
+		if (spmu_cpu_placed(c) && READ_ONCE(c->open))
 			cpumask_set_cpu(cpu, mask);
 	}
 }

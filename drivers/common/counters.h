@@ -36,11 +36,34 @@ struct spmu_counter_set {
 };
 
 /*
- * One CPU's share. What is published (index[], generation, the flags and
- * counts) is written on that CPU with interrupts off (cpuhp callbacks, the
- * timer, the CPU PM notifier), or by spmu_counters_start() before the
- * callbacks are installed;
- * event[] by the cpuhp callbacks on that CPU. Read anywhere (sysfs).
+ * Where a CPU's events stand. Only the cpuhp callbacks and the placement
+ * update change it, on that CPU with interrupts off.
+ */
+enum spmu_cpu_state {
+	SPMU_CPU_OFFLINE,	/* outside our online/offline callbacks */
+	SPMU_CPU_UNPLACED,	/* held, some slot counts at no known counter */
+	SPMU_CPU_ERROR,		/* held, a pinned event in ERROR: ask perf again */
+	SPMU_CPU_PLACED,	/* every slot counts at a known counter */
+};
+
+/*
+ * Arch (arm64): our user-access grant on a CPU since the events were
+ * taken. A grant found gone and opened again is an intervention.
+ */
+enum spmu_grant {
+	SPMU_GRANT_NONE,	/* not ours: closed, or closed by us */
+	SPMU_GRANT_ADOPTED,	/* found open (perf's, or left), ours to close */
+	SPMU_GRANT_HELD,	/* we opened it, and it is still there */
+	SPMU_GRANT_LOST,	/* we opened it, and someone else changed it */
+};
+
+/*
+ * One CPU's share. What is published (index[], generation, state, open and
+ * the counts) is written on that CPU with interrupts off (the cpuhp
+ * callbacks after their events exist, the timer, the CPU PM notifier, the
+ * overflow irq_work, a let-in thread's switch), or before the callbacks
+ * are installed; event[] by the cpuhp callbacks on that CPU. Read anywhere
+ * (sysfs).
  */
 struct spmu_pcpu {
 	struct perf_event *event[SPMU_MAX_SLOTS];
@@ -52,23 +75,15 @@ struct spmu_pcpu {
 	 * before and after reading index[] sees a consistent pair.
 	 */
 	unsigned long generation;
-	/* Every slot counts at a known counter: user access may be open. */
-	bool placed;
-	/* Between our online and offline callbacks. */
-	bool online;
-	/* Arch: we wrote the value that opens user access, and it is still there. */
-	bool granted;
+	enum spmu_cpu_state state;
+	enum spmu_grant grant;
 	/* Arch: readable here by whom access is for (arm64: let-in threads or everyone). */
 	bool open;
-	/* Arch: we opened access since the events were taken (interventions). */
-	bool was_granted;
 	unsigned long interventions;	/* user access found revoked, reopened */
 	unsigned long kvm_deferrals;	/* checks skipped: a vCPU was loaded */
 	unsigned long checks;		/* timer callbacks that ran */
 	/* Events found moved, lost or in ERROR while held. */
 	unsigned long conflicts;
-	/* A pinned event of ours is in ERROR: ask perf again, not before. */
-	bool error;
 	unsigned long revive_after;	/* jiffies */
 	unsigned long revive_delay;	/* jiffies until the next try after that */
 	unsigned int revive_tries;	/* since the event went to ERROR */
@@ -78,6 +93,18 @@ struct spmu_pcpu {
 	/* perf_event_enable() of ERROR events: it sleeps, so not the timer. */
 	struct work_struct revive_work;
 };
+
+/* Between our online and offline callbacks: the CPU holds our events. */
+static inline bool spmu_cpu_held(const struct spmu_pcpu *c)
+{
+	return READ_ONCE(c->state) != SPMU_CPU_OFFLINE;
+}
+
+/* Every slot counts at a known counter: user access may be open. */
+static inline bool spmu_cpu_placed(const struct spmu_pcpu *c)
+{
+	return READ_ONCE(c->state) == SPMU_CPU_PLACED;
+}
 
 /* Why a CPU's state is looked at; the arch counts interventions by it. */
 enum spmu_check_cause {
@@ -110,8 +137,8 @@ void spmu_counters_placed_cpus(struct cpumask *mask);
  *
  * spmu_arch_counter_index(): the counter user space reads for @event, an
  * ACTIVE event of this CPU; SPMU_NO_INDEX if it cannot be read directly.
- * spmu_arch_sync_access(): open user access if @c->placed and user access
- * is wanted, close what we opened otherwise, and set @c->open; return
+ * spmu_arch_sync_access(): open user access if @c is placed and user
+ * access is wanted, close what we opened otherwise, and set @c->open; return
  * true if access we had opened was revoked behind our back and was opened
  * again (an intervention).
  * spmu_arch_revoke(): close what we opened (before the events go, or as

@@ -13,12 +13,14 @@
 
 #define pr_fmt(fmt) "simple-pmu: " fmt
 
+#include <linux/completion.h>
 #include <linux/cpu.h>
 #include <linux/cpumask.h>
 #include <linux/device.h>
 #include <linux/slab.h>
 #include <linux/sysfs.h>
 
+#include "compat.h"
 #include "drivers/common/counters.h"
 #include "drivers/common/sysfs_dev.h"
 
@@ -156,7 +158,7 @@ static ssize_t spmu_cpu_show(struct device *dev, struct device_attribute *da,
 	case SPMU_F_CONFLICTS:
 		return sysfs_emit(buf, "%lu\n", READ_ONCE(c->conflicts));
 	case SPMU_F_USER_ACCESS:
-		return sysfs_emit(buf, "%d\n", READ_ONCE(c->online) &&
+		return sysfs_emit(buf, "%d\n", spmu_cpu_held(c) &&
 				  READ_ONCE(c->open));
 	default:
 		return -EINVAL;
@@ -218,9 +220,17 @@ static int spmu_cpu_dirs_alloc(const struct attribute_group **groups)
 	return 0;
 }
 
+/*
+ * The release runs when the last reference goes, which may be after
+ * device_unregister() (CONFIG_DEBUG_KOBJECT_RELEASE delays it by seconds):
+ * unload waits for it; only the release's return follows the wake-up.
+ */
+static DECLARE_COMPLETION(spmu_dev_released);
+
 static void spmu_dev_release(struct device *dev)
 {
 	kfree(dev);
+	complete(&spmu_dev_released);
 }
 
 /**
@@ -247,6 +257,8 @@ int spmu_sysfs_register(const struct attribute_group **groups, bool per_cpu)
 	}
 	err = subsys_system_register(&spmu_subsys, NULL);
 	if (err) {
+		/* It may have registered the bus and unregistered it again. */
+		spmu_bus_wait_released(&spmu_subsys);
 		pr_err("cannot register sysfs subsystem (%d)\n", err);
 		goto err_dirs;
 	}
@@ -260,11 +272,13 @@ int spmu_sysfs_register(const struct attribute_group **groups, bool per_cpu)
 	dev->bus = &spmu_subsys;
 	dev->groups = groups;
 	dev->release = spmu_dev_release;
+	reinit_completion(&spmu_dev_released);
 
 	err = device_register(dev);
 	if (err) {
 		/* device_register() failed: the last reference frees it. */
 		put_device(dev);
+		wait_for_completion(&spmu_dev_released);
 		pr_err("cannot register sysfs device (%d)\n", err);
 		goto err_subsys;
 	}
@@ -273,6 +287,7 @@ int spmu_sysfs_register(const struct attribute_group **groups, bool per_cpu)
 
 err_subsys:
 	bus_unregister(&spmu_subsys);
+	spmu_bus_wait_released(&spmu_subsys);
 err_dirs:
 	spmu_cpu_dirs_free();
 	return err;
@@ -283,7 +298,9 @@ void spmu_sysfs_unregister(void)
 	/* Removes the attributes, waiting for readers, before they are freed. */
 	device_unregister(spmu_dev);
 	spmu_dev = NULL;
+	wait_for_completion(&spmu_dev_released);
 	/* Also removes the subsystem's root device under devices/system. */
 	bus_unregister(&spmu_subsys);
+	spmu_bus_wait_released(&spmu_subsys);
 	spmu_cpu_dirs_free();
 }

@@ -198,6 +198,28 @@ static inline unsigned int spmu_perf_fixed_mask(const struct spmu_perfmon *p,
 }
 
 /*
+ * Which of the two rules the running kernel follows is written only in
+ * intel_pmu_init(): no header, export or sysfs file shows it. So take
+ * both: @sure, the counters perf drives under either rule (an event only
+ * a fixed counter counts is planned only there, or it would sit in ERROR);
+ * @maybe, those it may drive (an index perf gives there is its counter).
+ * The rules differ on version 5 parts whose ECX and EDX disagree, and
+ * where EDX[4:0] > 4 (5.10 clamps to 4). Where they differ, reference
+ * cycles may be left out although the running kernel drives fixed 2: a
+ * missing third event, never a pinned event stuck in ERROR.
+ */
+static inline void spmu_perf_fixed_masks(const struct spmu_perfmon *p,
+					 bool hypervisor, unsigned int *sure,
+					 unsigned int *maybe)
+{
+	unsigned int now = spmu_perf_fixed_mask(p, hypervisor, true);
+	unsigned int old = spmu_perf_fixed_mask(p, hypervisor, false);
+
+	*sure = now & old;
+	*maybe = now | old;
+}
+
+/*
  * Leaf 0x23, architectural performance monitoring extended leaf (Meteor
  * Lake and later). Enumerated by CPUID.(7,1):EAX[8] (the kernel's
  * X86_FEATURE_ARCH_PERFMON_EXT, word 12 bit 8), and answered per core
@@ -324,7 +346,7 @@ static inline unsigned int spmu_core_type(unsigned int leaf1a_eax)
  * Kernels from before that check extended every fixed constraint except
  * ref-cycles and the topdown ones, so 0x0100 could reach a general counter.
  * A fixed counter perf does not use is dropped ("c->idxmsk64 &=
- * intel_ctrl"): pass spmu_perf_fixed_mask(), not the SDM's mask.
+ * intel_ctrl"): pass spmu_perf_fixed_masks()' @maybe, not the SDM's mask.
  * Other encodings are treated as unconstrained (any general counter);
  * per-model constraints on them are not modelled.
  */

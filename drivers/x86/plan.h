@@ -89,7 +89,8 @@ static inline void spmu_plan_add(struct spmu_x86_plan *plan,
 /**
  * spmu_x86_plan_build() - the events every CPU gets
  * @p: leaf 0xA (and 0x23) as decoded
- * @fixed_mask: the fixed counters perf drives (spmu_perf_fixed_mask())
+ * @sure: the fixed counters perf drives (spmu_perf_fixed_masks())
+ * @maybe: the fixed counters perf may drive
  *
  * Core cycles and instructions retired always (perf refuses them itself
  * where EBX marks them unavailable, and the load fails then). Reference
@@ -99,7 +100,8 @@ static inline void spmu_plan_add(struct spmu_x86_plan *plan,
  * Return: the number of slots, at least 2.
  */
 static inline unsigned int spmu_x86_plan_build(const struct spmu_perfmon *p,
-					       unsigned int fixed_mask,
+					       unsigned int sure,
+					       unsigned int maybe,
 					       struct spmu_x86_plan *plan)
 {
 	/*
@@ -110,13 +112,13 @@ static inline unsigned int spmu_x86_plan_build(const struct spmu_perfmon *p,
 
 	plan->nr = 0;
 	spmu_plan_add(plan, SPMU_HW_CPU_CYCLES, SPMU_ENC_CORE_CYCLES, gp,
-		      fixed_mask, false);
+		      maybe, false);
 	spmu_plan_add(plan, SPMU_HW_INSTRUCTIONS, SPMU_ENC_INSN_RETIRED, gp,
-		      fixed_mask, false);
-	if ((fixed_mask & (1u << 2)) &&
+		      maybe, false);
+	if ((sure & (1u << 2)) &&
 	    spmu_event_available(p, SPMU_EV_REF_CYCLES))
 		spmu_plan_add(plan, SPMU_HW_REF_CPU_CYCLES,
-			      SPMU_ENC_REF_CYCLES, gp, fixed_mask, false);
+			      SPMU_ENC_REF_CYCLES, gp, maybe, false);
 	return plan->nr;
 }
 

@@ -111,6 +111,7 @@ static int spmu_probe_max_period(u64 *period)
 int spmu_probe_hw(void)
 {
 	unsigned int max = boot_cpu_data.cpuid_level;
+	unsigned int maybe;
 	struct spmu_perfmon *p = &spmu_hw.perfmon;
 	struct spmu_cpuid_regs r;
 
@@ -131,9 +132,9 @@ int spmu_probe_hw(void)
 	spmu_hw.hybrid = r.edx & SPMU_CPUID_7_EDX_HYBRID;
 	spmu_hw.user_disable = SPMU_EVENTSEL_RDPMC_USER_DISABLE &&
 			       spmu_user_disable_cap(max);
-	spmu_hw.perf_fixed_mask = spmu_perf_fixed_mask(p, spmu_hw.hypervisor,
-						       SPMU_PERF_FIXED_FROM_ECX);
-	spmu_x86_plan_build(p, spmu_hw.perf_fixed_mask, &spmu_hw.plan);
+	spmu_perf_fixed_masks(p, spmu_hw.hypervisor, &spmu_hw.perf_fixed_mask,
+			      &maybe);
+	spmu_x86_plan_build(p, spmu_hw.perf_fixed_mask, maybe, &spmu_hw.plan);
 	ret = spmu_probe_max_period(&spmu_hw.reload_period);
 	if (ret)
 		pr_err("perf gives no cycles event here (%d)\n", ret);

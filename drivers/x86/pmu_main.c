@@ -83,7 +83,7 @@ static int __init spmu_init(void)
 		goto out_sysfs;
 	spmu_rdpmc_watch_start();
 
-	pr_info("perfmon version %u, fixed counters %#x (perf drives %#x) of %u bits, %u general of %u bits%s; %u events taken through perf (sysfs events, cpus)\n",
+	pr_info("perfmon version %u, fixed counters %#x (perf drives at least %#x) of %u bits, %u general of %u bits%s; %u events taken through perf (sysfs events, cpus)\n",
 		spmu_hw.perfmon.version, spmu_hw.perfmon.fixed_mask,
 		spmu_hw.perf_fixed_mask, spmu_hw.perfmon.fixed_width,
 		spmu_hw.perfmon.num_gp, spmu_hw.perfmon.gp_width,

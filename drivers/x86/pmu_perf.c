@@ -98,7 +98,7 @@ bool spmu_arch_sync_access(struct spmu_pcpu *c, enum spmu_check_cause cause)
 	this_cpu_write(spmu_rdpmc_seen, seen);
 	spmu_note_user_blocks(c);
 	/* Readable by let-in processes, unless rdpmc 0 was seen. */
-	WRITE_ONCE(c->open, c->placed && seen != SPMU_RDPMC_NEVER &&
+	WRITE_ONCE(c->open, spmu_cpu_placed(c) && seen != SPMU_RDPMC_NEVER &&
 		   READ_ONCE(spmu_user_access));
 	return false;
 }
@@ -125,7 +125,7 @@ static void spmu_rdpmc_census(unsigned int *held, unsigned int *always)
 	*held = 0;
 	*always = 0;
 	for_each_online_cpu(cpu) {
-		if (!READ_ONCE(spmu_counters_cpu(cpu)->online))
+		if (!spmu_cpu_held(spmu_counters_cpu(cpu)))
 			continue;
 		(*held)++;
 		if (spmu_cpu_rdpmc_always(cpu))

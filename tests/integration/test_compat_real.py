@@ -34,6 +34,10 @@ RULES = {
     "HAVE_ARM_PMUV3_H": (lambda v: v >= (6, 4),
                          "6.4: PMUv3 driver moved to drivers/perf, include/linux/perf/"
                          "arm_pmuv3.h created"),
+    "HAVE_BUS_TYPE_SUBSYS_P": (lambda v: v < (6, 3),
+                               "6.3: Greg KH's driver-core series of 2023-02 gave the bus's "
+                               "private data to the core: struct bus_type lost `p` (absent "
+                               "from the 6.12 and 7.2 headers, present in 5.10 and 6.1)"),
     "HAVE_BUS_TYPE_CONST": (lambda v: v >= (6, 8),
                             "6.8: 'driver core: bus: constantify subsys_register() calls' "
                             "(Greg KH, 2023-12-19)"),
@@ -81,10 +85,6 @@ RULES = {
     "HAVE_RDPMC_USER_DISABLE": (lambda v: v >= (7, 0),
                                 "7.0: per-counter RDPMC_USER_DISABLE for Panther Cove "
                                 "(KERNEL-FACTS.md; seen in the 7.2.13 and 7.3 sources)"),
-    "HAVE_PERF_FIXED_MASK_FROM_ECX": (lambda v: v >= (5, 12),
-                                      "5.12: 'perf/x86/intel: Support CPUID 10.ECX to disable "
-                                      "fixed counters' and PERF_SAMPLE_WEIGHT_TYPE (the "
-                                      "proxy) both merged for 5.12"),
     "HAVE_PERF_KERNEL_COUNTER_EXPORT": (lambda v: True, "exported from kernel/events/core.c"),
     "HAVE_CPU_PM": (lambda v: True, "Debian arm64 configs set CONFIG_CPU_PM=y"),
     "HAVE_HW_PERF_EVENTS": (lambda v: True, "Debian arm64 configs set CONFIG_HW_PERF_EVENTS=y"),

@@ -4,6 +4,7 @@ write()'s mtime, main(), and that the file stays standalone for DKMS."""
 
 import ast
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -68,6 +69,8 @@ struct perf_event { struct hw_perf_event hw; };
 """
 PERF_EVENT_NEW = PERF_EVENT_OLD + "#define PERF_EVENT_FLAG_USER_READ_CNT\t0x80000000\n"
 DEVICE_OLD = "int subsys_system_register(struct bus_type *subsys,\n\t\t\t   const void **groups);\n"
+# What compat.h's own wrappers need of <linux/device.h> (spmu_bus_wait_released).
+DEVICE_DECL = "struct bus_type;\n"
 DEVICE_NEW = DEVICE_OLD.replace("(struct bus_type", "(const struct bus_type")
 MODULE_OLD = "#define MODULE_IMPORT_NS(ns)\tMODULE_INFO(import_ns, __stringify(ns))\n"
 MODULE_NEW = "#define MODULE_IMPORT_NS(ns)\tMODULE_INFO(import_ns, ns)\n"
@@ -130,13 +133,14 @@ def make_tree(root: Path, arch: str = "arm64", *, files: dict[str, str] | None =
         "Makefile": "# a kernel build tree\n",
         "scripts/basic/fixdep": "",
         "scripts/mod/modpost": "",
-        "include/linux/device.h": DEVICE_OLD,
+        "include/linux/device.h": DEVICE_DECL + DEVICE_OLD,
         "include/linux/module.h": MODULE_OLD,
         "include/linux/sysfs.h": SYSFS,
         "include/linux/timer.h": TIMER_OLD,
         "include/linux/types.h": TYPES,
         "include/linux/sched.h": SCHED,
         "include/linux/preempt.h": PREEMPT,
+        "include/linux/delay.h": "void msleep(unsigned int msecs);\n",
         "Module.symvers": "\n".join((symvers if symvers is not None else SYMVERS_LINES).values())
         + "\n",
     }
@@ -229,6 +233,9 @@ def test_macro(tmp_path, text, value):
 @pytest.mark.parametrize(("name", "rel", "old", "new"), [
     ("HAVE_BUS_TYPE_CONST", "include/linux/device.h", DEVICE_OLD, DEVICE_NEW),
     ("HAVE_MODULE_IMPORT_NS_STRING", "include/linux/module.h", MODULE_OLD, MODULE_NEW),
+    ("HAVE_BUS_TYPE_SUBSYS_P", "include/linux/device/bus.h",
+     "struct subsys_private;\nstruct bus_type {\n\tconst char *name;\n};\n",
+     "\tstruct subsys_private *p;\n"),
 ])
 def test_matches(tmp_path, name, rel, old, new):
     assert BY_NAME[name].kind == "matches"
@@ -392,7 +399,7 @@ def defines(text: str, name: str) -> list[str]:
 @pytest.mark.parametrize("arch", ["amd64", "arm64"])
 def test_every_feature_once_with_its_value(tmp_path, arch):
     tree, results = compat.probe_all(make_tree(tmp_path / "t", arch, files={
-        "include/linux/device.h": DEVICE_NEW}))
+        "include/linux/device.h": DEVICE_DECL + DEVICE_NEW}))
     text = compat.render(tree, results)
     assert any(r.value for r in results) and not all(r.value for r in results)
     for r in results:
@@ -696,3 +703,27 @@ def test_half_installed_tree_named_before_make(tmp_path, capsys, tool):
     err = capsys.readouterr().err
     assert f"kbuild tools missing: {tool};" in err and "linux-kbuild-X" in err
     assert not out.exists()
+
+
+@pytest.mark.parametrize("have", [False, True])
+def test_bus_wait_released_follows_the_tree(tmp_path, have):
+    """Before 6.3 (bus_type has `p`) unload waits, in a loop, until the core has let go
+    of bus->p; from 6.3 the wait is empty. Both compile."""
+    bus = "struct subsys_private;\nstruct bus_type {\n\tconst char *name;\n"
+    bus += "\tstruct subsys_private *p;\n};\n" if have else "};\n"
+    kdir = make_tree(tmp_path / "t", files={
+        "include/linux/device/bus.h": bus,
+        "include/linux/device.h": "#include <linux/device/bus.h>\n" + DEVICE_OLD,
+        "include/linux/delay.h": "#define READ_ONCE(x) (x)\nvoid msleep(unsigned int msecs);\n",
+        "include/linux/printk.h": "#define pr_warn(...) ((void)0)\n"})
+    out = tmp_path / "compat.h"
+    compat.write(kdir, out)
+    text = out.read_text()
+    body = re.search(r"spmu_bus_wait_released\(struct bus_type \*bus\)\n\{\n(.*?)^\}", text,
+                     re.M | re.S).group(1)
+    assert ("while (READ_ONCE(bus->p)) {" in body and "msleep(20);" in body) == have, body
+    assert body.strip() == "" if not have else "pr_warn(" in body
+    proc = gcc_syntax_check(tmp_path, out, "void f(struct bus_type *b);\n"
+                            "void f(struct bus_type *b) { spmu_bus_wait_released(b); }\n",
+                            kdir / "include")
+    assert proc.returncode == 0, proc.stderr

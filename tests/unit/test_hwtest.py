@@ -4,6 +4,7 @@ the pure helpers of its steps. The steps themselves need a real Intel PMU: untes
 
 import json
 import os
+import re
 import shutil
 import stat
 import subprocess
@@ -778,6 +779,41 @@ def test_hwraw_holder_protocol(hwraw, monkeypatch, tmp_path):
         assert h.read().result == "sigsegv"
 
 
+def test_hwraw_holder_protect_and_children(hwraw, monkeypatch, tmp_path):
+    """The member-fork step's commands, with a plain file for the node: a read-only shared
+    mapping of a file opened O_RDONLY cannot be made writable either (EACCES); each child
+    reads once and ends (no module: unavailable, exit 1), the fork's with the holder's
+    mapping inherited, the exec's not let in; the holder lives on. Then with --index (no
+    module needed): here nobody may RDPMC, so both children die of it, judged so."""
+    plain = tmp_path / "plain"
+    plain.write_text("not a node\n")
+    holder_args(monkeypatch, "--node", str(plain))
+    with hwtest_steps.Holder(hwraw, 0) as h:
+        assert h.map == "ok"
+        assert h.protect() == "protect rc=-1 errno=EACCES"
+        r = h.child(exec_=False)
+        assert (r.result, r.map) == ("unavailable", "inherited"), r
+        r = h.child(exec_=True)
+        assert (r.result, r.map) == ("unavailable", "none"), r
+        assert h.read().map == "ok"
+        assert h.unmap() == "unmapped rc=0"
+        assert h.protect() == "protect rc=-1 errno=0"  # nothing mapped: not tried
+        assert h.close() == 0
+    # --rdwr: the file mode allows writing, so only a driver's VM_MAYWRITE refusal would.
+    with hwtest_steps.Holder(hwraw, 0, rdwr=True) as h:
+        assert h.map == "ok"
+        assert h.protect() == "protect rc=0 errno=0"
+        assert h.close() == 0
+    if _rdpmc_open_to_all():
+        return  # rdpmc 2 here: user RDPMC does not fault
+    holder_args(monkeypatch, "--node", str(plain), "--index", "0")
+    with hwtest_steps.Holder(hwraw, 0) as h:
+        for exec_, mapped in ((False, "inherited"), (True, "none")):
+            r = h.child(exec_)
+            assert (r.result, r.map) == ("sigsegv", mapped), r
+        assert h.close() == 0
+
+
 @pytest.mark.skipif(os.geteuid() != 0, reason="runs a program as uid 65534: needs root")
 def test_hwraw_as_nobody(hwraw):
     """public_copy and run_raw as uid 65534 (the other-user and everyone steps): the copy
@@ -902,7 +938,7 @@ class FakeDriver:
         drv = self
 
         class FakeHolder:
-            def __init__(self, prog, cpu, map_node=True):
+            def __init__(self, prog, cpu, map_node=True, rdwr=False):
                 self.map = drv.map(None) if map_node else "none"
                 self.mapped, self.alive = self.map == "ok", True
                 if self.mapped and drv.broken != "members-not-counted":
@@ -913,6 +949,25 @@ class FakeDriver:
                     return hwtest_steps.RawRead("ok", self.map, 500)
                 self.alive = False
                 return hwtest_steps.RawRead("sigsegv", self.map, detail="si_code 128")
+
+            def protect(self):
+                ok = drv.broken == "writable-mapping" and self.mapped
+                if drv.broken == "protect-einval":
+                    return "protect rc=-1 errno=EINVAL"
+                return "protect rc=0 errno=0" if ok else "protect rc=-1 errno=EACCES"
+
+            def child(self, exec_):
+                keeps = self.mapped and (not exec_ or drv.broken == "exec-keeps-grant")
+                if drv.broken == "child-not-let-in" and not exec_:
+                    keeps = False
+                mapped = "none" if exec_ else "inherited"
+                if drv.broken == "exec-not-fresh" and exec_:
+                    mapped = "inherited"
+                if drv.broken == "fork-revokes-holder":
+                    self.mapped = False
+                if drv.reads("ok" if keeps else "none"):
+                    return hwtest_steps.RawRead("ok", mapped, 700)
+                return hwtest_steps.RawRead("sigsegv", mapped, detail="si_code 128")
 
             def unmap(self):
                 if self.mapped:
@@ -956,6 +1011,7 @@ ACCESS_STEPS = {
     "non-member-faults": hwtest_steps.step_non_member,
     "member-reads": hwtest_steps.step_member,
     "members": hwtest_steps.step_members,
+    "member-fork": hwtest_steps.step_member_fork,
     "other-user": hwtest_steps.step_other_user,
     "rdpmc-0": hwtest_steps.step_rdpmc_never,
     "everyone": hwtest_steps.step_everyone,
@@ -997,6 +1053,13 @@ def test_access_steps_pass_on_a_driver_that_keeps_the_rules(tmp_path, monkeypatc
     ("munmap-keeps-grant", "members", "read after munmap: ok"),
     ("exit-keeps-member", "members", "members 1 after exit, want 0"),
     ("unpinned", "members", "rmmod succeeded while a let-in process lived"),
+    ("writable-mapping", "member-fork", "mprotect read-write: protect rc=0 errno=0"),
+    ("exec-keeps-grant", "member-fork", "child exec: ok map=none delta=700, want sigsegv"),
+    ("child-not-let-in", "member-fork", "child: sigsegv map=inherited (si_code 128), want ok"),
+    ("protect-einval", "member-fork", "mprotect read-write: protect rc=-1 errno=EINVAL"),
+    ("exec-not-fresh", "member-fork",
+     "child exec: sigsegv map=inherited (si_code 128), want sigsegv map=none"),
+    ("fork-revokes-holder", "member-fork", "the holder after its children: sigsegv"),
     ("maps-at-rdpmc-0", "rdpmc-0", "cpu0: ok map=ok delta=1000, want sigsegv map=mmap:EPERM"),
     ("access-ignores-rdpmc", "everyone", "access members, want everyone"),
     ("counts-refused", "rdpmc-0", "members 2 with rdpmc 0, 0 before"),  # one per CPU
@@ -1100,3 +1163,37 @@ def test_step_node(tmp_path, monkeypatch):
         assert r.reason == ("/dev/null has mode 0666: every local user may open it and be let "
                             "in (a local udev rule?); /dev/null is device 1:3, the module's is "
                             "10:123 (" + str(tmp_path / "misc" / "dev") + ")")
+
+
+
+def test_loaded_steps_are_the_readme_steps(monkeypatch):
+    """Every step of the README's test-hw table that needs the module is run by
+    loaded_steps (a step dropped from the list would otherwise pass unseen)."""
+    names = []
+    monkeypatch.setattr(hwtest_steps, "_guarded", lambda name, fn: names.append(name))
+    monkeypatch.setattr(hwtest_steps, "online_cpus", lambda: [0])
+    hwtest_steps.loaded_steps(None)
+    table = next(b for b in (REPO / "README.md").read_text().split("\n\n")
+                 if "| `member-reads` |" in b)
+    documented = re.findall(r"^\| `([a-z0-9-]+)` \|", table, re.M)
+    outside = {"load", "perf-baseline", "rdpmc-load", "unload", "rdpmc-unload",
+               "rdpmc-restored"}
+    missing = set(documented) - set(names) - outside
+    assert documented and not missing, sorted(missing)
+
+
+def test_hwraw_fork_exec_runs_a_fresh_image(hwraw, monkeypatch, tmp_path):
+    """--fault-elsewhere lives in the holder's memory: a forked child keeps it (its
+    fault is not at the RDPMC: error), a child that really executed hwraw anew has lost it
+    and faults at the RDPMC itself."""
+    if _rdpmc_open_to_all():
+        pytest.skip("rdpmc 2 here: user RDPMC does not fault")
+    plain = tmp_path / "plain"
+    plain.write_text("not a node\n")
+    holder_args(monkeypatch, "--node", str(plain), "--index", "0", "--fault-elsewhere")
+    with hwtest_steps.Holder(hwraw, 0) as h:
+        r = h.child(exec_=False)
+        assert (r.result, r.map) == ("error", "inherited") and "not at its RDPMC" in r.detail, r
+        r = h.child(exec_=True)
+        assert (r.result, r.map) == ("sigsegv", "none"), r
+        assert h.close() == 0

@@ -27,8 +27,8 @@ def leaf_a(name: str) -> list[str]:
     return [hex(v) for v in parse_dump(DATA / f"{name}.txt")[0xA, 0]]
 
 
-def plan(harness: Path, name: str, hypervisor: int = 0, ecx_aware: int = 1) -> list[tuple]:
-    out = run(harness, "plan", *leaf_a(name), hypervisor, ecx_aware)
+def plan(harness: Path, name: str, hypervisor: int = 0) -> list[tuple]:
+    out = run(harness, "plan", *leaf_a(name), hypervisor)
     slots = [out[f"slot{i}"].split(",") for i in range(int(out["nr"]))]
     return [(int(h), int(e, 16), int(c, 16)) for h, e, c in slots]
 
@@ -65,25 +65,34 @@ def test_guest_without_fixed_counter_2_gets_no_ref_cycles(harness):
     'at least 3' quirk from the kernel, so ref-cycles (fixed 2 only) would sit in ERROR."""
     eax, ebx, ecx, edx = (int(v, 16) for v in leaf_a("nehalem-core-i7-920"))
     edx = (edx & ~0x1F) | 2
-    out = run(harness, "plan", hex(eax), hex(ebx), hex(ecx), hex(edx), 1, 1)
+    out = run(harness, "plan", hex(eax), hex(ebx), hex(ecx), hex(edx), 1)
     assert out["nr"] == "2"
     # The same leaf on bare metal: the kernel assumes 3 fixed counters for v2-4.
-    assert run(harness, "plan", hex(eax), hex(ebx), hex(ecx), hex(edx), 0, 1)["nr"] == "3"
+    assert run(harness, "plan", hex(eax), hex(ebx), hex(ecx), hex(edx), 0)["nr"] == "3"
 
 
-def test_v5_fixed_counters_from_ecx_alone(harness):
+def test_v5_fixed_counter_2_only_where_both_kernel_rules_have_it(harness):
     """Perfmon v5 with ECX lacking fixed 2: from 5.12 the kernel drives ECX's counters only,
-    so no ref-cycles; a 5.10 kernel (not ECX-aware) takes EDX's contiguous ones."""
-    eax, ebx, _, edx = (int(v, 16) for v in leaf_a("sapphirerapids-xeon-w9-3475x"))
+    a 5.10 kernel EDX's contiguous ones, and no header tells the driver which it runs on. So
+    ref-cycles (fixed 2 only) is planned only where both rules drive fixed 2, and an index
+    perf gives on a counter either rule drives is accepted."""
+    eax, ebx, ecx, edx = (int(v, 16) for v in leaf_a("sapphirerapids-xeon-w9-3475x"))
     assert eax & 0xFF >= 5
-    assert run(harness, "plan", hex(eax), hex(ebx), "0x3", hex(edx), 0, 1)["nr"] == "2"
-    assert run(harness, "plan", hex(eax), hex(ebx), "0x3", hex(edx), 0, 0)["nr"] == "3"
+    assert run(harness, "plan", hex(eax), hex(ebx), hex(ecx), hex(edx), 0)["nr"] == "3"
+    # ECX without fixed 2 (the 5.12 rule drops it); EDX without it (5.10's drops it).
+    assert run(harness, "plan", hex(eax), hex(ebx), "0x3", hex(edx), 0)["nr"] == "2"
+    assert run(harness, "plan", hex(eax), hex(ebx), hex(ecx), hex(edx & ~0x1F | 2), 1)["nr"] \
+        == "2"
+    # Instructions on fixed 0: named by EDX (5.10's rule) though ECX lacks it.
+    assert run(harness, "index", hex(eax), hex(ebx), "0x6", hex(edx), 0, INSTRUCTIONS,
+               hex(FIXED | 0)) == {"ok": "1"}
+
 
 
 def test_ref_cycles_unavailable_in_ebx(harness):
     """EBX bit 2 set: reference cycles are not an architectural event here."""
     eax, ebx, ecx, edx = (int(v, 16) for v in leaf_a("skylake-core-i7-6700k"))
-    out = run(harness, "plan", hex(eax), hex(ebx | 4), hex(ecx), hex(edx), 0, 1)
+    out = run(harness, "plan", hex(eax), hex(ebx | 4), hex(ecx), hex(edx), 0)
     assert out["nr"] == "2"
 
 
@@ -104,7 +113,7 @@ def test_ref_cycles_unavailable_in_ebx(harness):
     (CYCLES, FIXED | (1 << 29) | 1, "0"),
 ])
 def test_published_index_accepted_only_where_the_event_can_be(harness, hw_id, ecx, ok):
-    out = run(harness, "index", *leaf_a("skylake-core-i7-6700k"), 0, 1, hw_id, hex(ecx))
+    out = run(harness, "index", *leaf_a("skylake-core-i7-6700k"), 0, hw_id, hex(ecx))
     assert out == {"ok": ok}
 
 
@@ -135,7 +144,7 @@ def test_attr_fill(harness, hw_id, ring, excl_kernel, excl_user):
     (4, 0, 0, -1),                     # PERF_COUNT_HW_CACHE_REFERENCES: not the driver's
 ])
 def test_published_index(harness, hw_id, ecx, blocked, want):
-    out = run(harness, "published", *leaf_a("skylake-core-i7-6700k"), 0, 1, hw_id, hex(ecx),
+    out = run(harness, "published", *leaf_a("skylake-core-i7-6700k"), 0, hw_id, hex(ecx),
               blocked)
     assert out == {"index": str(want)}
 
@@ -259,3 +268,16 @@ MAPPED, NEVER, ALWAYS = 0, 1, 2  # enum spmu_x86_rdpmc_seen
 ])
 def test_rdpmc_setting_inferred_from_cr4_and_the_mm(harness, pce, mm_allowed, last, seen):
     assert run(harness, "seen", pce, mm_allowed, last) == {"seen": str(seen)}
+
+
+def test_v5_index_on_a_counter_only_ecx_names(harness):
+    """ECX (5.12 rule) names fixed 1, EDX (5.10 rule, hypervisor) only fixed 0:
+    cycles at fixed 1 is perf's counter on a 5.12+ kernel, so accepted; instructions at
+    fixed 0 with ECX lacking it and EDX giving no fixed counter: named by neither."""
+    eax, ebx, _, edx = (int(v, 16) for v in leaf_a("sapphirerapids-xeon-w9-3475x"))
+    assert run(harness, "index", hex(eax), hex(ebx), "0x2", hex(edx & ~0x1F | 1), 1,
+               CYCLES, hex(FIXED | 1)) == {"ok": "1"}
+    assert run(harness, "index", hex(eax), hex(ebx), "0x2", hex(edx & ~0x1F), 1,
+               INSTRUCTIONS, hex(FIXED | 0)) == {"ok": "0"}
+    assert run(harness, "index", hex(eax), hex(ebx), "0x2", hex(edx & ~0x1F), 1,
+               CYCLES, hex(FIXED | 1)) == {"ok": "1"}

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
- * hwraw [--map] [--hold] [--index N] [--node PATH] [--fault-elsewhere] CPU
+ * hwraw [--map] [--rdwr] [--hold] [--index N] [--node PATH] [--fault-elsewhere] CPU
  * [SPIN]: a raw reader that knows nothing of cycles.h (which lets a process
  * in by itself): pinned to CPU, it reads the core-cycles counter the module
  * publishes there (cpuN/cycle_index) with its own RDPMC, spins SPIN
@@ -25,9 +25,18 @@
  * then dies of that SIGSEGV, as it would without the handler, dumping no
  * core.
  *
+ * --rdwr: open the node O_RDWR (root may) rather than O_RDONLY, so that a
+ * mapping that may become writable (VM_MAYWRITE) is the module's doing, not
+ * the file mode's; the mapping is still PROT_READ.
+ *
  * --hold: after mapping (or not), print "held map=M" and serve one command
  * a line on stdin: "read" (one read, its line), "unmap" (munmap; "unmapped
- * rc=R"); at EOF exit 0, the mapping ending with the process.
+ * rc=R"), "protect" (mprotect of the mapping to read-write: "protect rc=R
+ * errno=E"), "fork" (a child reads once, map=inherited, and exits: its line,
+ * then "child status=exit:N|signal:N"; its map is the holder's, "inherited"
+ * for ok), "fork-exec" (a child executes hwraw
+ * anew, not let in, which reads once: the same two lines); at EOF exit 0,
+ * the mapping ending with the process.
  *
  * --index N: read counter N without looking at the module (gen=none); --node
  * PATH: map PATH instead of the node. --fault-elsewhere: read address 0
@@ -48,6 +57,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
+#include <sys/wait.h>
 #include <ucontext.h>
 #include <unistd.h>
 
@@ -138,6 +148,7 @@ static const char *hwraw_errname(int err)
 	case EINVAL: return "EINVAL";
 	case ENOMEM: return "ENOMEM";
 	case EOPNOTSUPP: return "EOPNOTSUPP";
+	case 0: return "0";
 	}
 	snprintf(other, sizeof(other), "E%d", err);
 	return other;
@@ -164,13 +175,15 @@ static int hwraw_attr(int cpu, const char *name, char *buf, size_t size)
 }
 
 /* Let this process in: the mapping, or NULL with @state saying what failed. */
+static int hwraw_rdwr;
+
 static void *hwraw_map(const char *node, char *state, size_t size)
 {
 	long page = sysconf(_SC_PAGESIZE);
 	void *p;
 	int fd, err;
 
-	fd = open(node, O_RDONLY | O_CLOEXEC);
+	fd = open(node, (hwraw_rdwr ? O_RDWR : O_RDONLY) | O_CLOEXEC);
 	if (fd < 0) {
 		snprintf(state, size, "open:%s", hwraw_errname(errno));
 		return NULL;
@@ -224,9 +237,50 @@ static int hwraw_read(int cpu, const char *state, long index, long spin)
 	return !strcmp(gen0, gen1) && c1 > c0 ? 0 : 1;
 }
 
+/*
+ * A child of this let-in process reads once (@exec: after executing hwraw
+ * anew, so through a fresh mm); its line, then how it ended.
+ */
+static void hwraw_child(int cpu, const char *state, long index, long spin,
+			int exec)
+{
+	char cpus[16], spins[24], indexs[24];
+	int status;
+	pid_t pid;
+
+	pid = fork();
+	if (pid < 0) {
+		/* The two lines a child's read would give, so the reader never waits. */
+		printf("cpu=%d map=%s result=fork:%s\n", cpu, state, hwraw_errname(errno));
+		printf("child status=fork:%s\n", hwraw_errname(errno));
+		return;
+	}
+	if (!pid) {
+		if (!exec)
+			_exit(hwraw_read(cpu, strcmp(state, "ok") ? state : "inherited",
+					 index, spin));
+		snprintf(cpus, sizeof(cpus), "%d", cpu);
+		snprintf(spins, sizeof(spins), "%ld", spin);
+		snprintf(indexs, sizeof(indexs), "%ld", index);
+		if (index >= 0)
+			execl("/proc/self/exe", "hwraw", "--index", indexs, cpus, spins,
+			      (char *)NULL);
+		else
+			execl("/proc/self/exe", "hwraw", cpus, spins, (char *)NULL);
+		printf("cpu=%d map=none result=exec:%s\n", cpu, hwraw_errname(errno));
+		_exit(2);
+	}
+	if (waitpid(pid, &status, 0) < 0)
+		printf("child status=wait:%s\n", hwraw_errname(errno));
+	else if (WIFSIGNALED(status))
+		printf("child status=signal:%d\n", WTERMSIG(status));
+	else
+		printf("child status=exit:%d\n", WEXITSTATUS(status));
+}
+
 int main(int argc, char **argv)
 {
-	int map = 0, hold = 0, cpu, a = 1;
+	int map = 0, hold = 0, cpu, a = 1, rc;
 	long index = -1, spin = 1000000, page = sysconf(_SC_PAGESIZE);
 	char state[32] = "none", cmd[32];
 	const char *node = HWRAW_NODE;
@@ -237,6 +291,8 @@ int main(int argc, char **argv)
 	for (; a < argc && !strncmp(argv[a], "--", 2); a++) {
 		if (!strcmp(argv[a], "--map")) {
 			map = 1;
+		} else if (!strcmp(argv[a], "--rdwr")) {
+			hwraw_rdwr = 1;
 		} else if (!strcmp(argv[a], "--hold")) {
 			hold = 1;
 		} else if (!strcmp(argv[a], "--fault-elsewhere")) {
@@ -252,7 +308,7 @@ int main(int argc, char **argv)
 		}
 	}
 	if (a >= argc || argc - a > 2) {
-		fprintf(stderr, "usage: hwraw [--map] [--hold] [--index N] [--node PATH] "
+		fprintf(stderr, "usage: hwraw [--map] [--rdwr] [--hold] [--index N] [--node PATH] "
 			"[--fault-elsewhere] CPU [SPIN]\n");
 		return 2;
 	}
@@ -285,6 +341,12 @@ int main(int argc, char **argv)
 			printf("unmapped rc=%d\n", p ? munmap(p, (size_t)page) : -1);
 			p = NULL;
 			snprintf(state, sizeof(state), "unmapped");
+		} else if (!strcmp(cmd, "protect\n")) {
+			errno = 0;
+			rc = p ? mprotect(p, (size_t)page, PROT_READ | PROT_WRITE) : -1;
+			printf("protect rc=%d errno=%s\n", rc, hwraw_errname(p ? errno : 0));
+		} else if (!strcmp(cmd, "fork\n") || !strcmp(cmd, "fork-exec\n")) {
+			hwraw_child(cpu, state, index, spin, !strcmp(cmd, "fork-exec\n"));
 		} else {
 			printf("unknown command\n");
 		}

@@ -5,9 +5,9 @@
  * all the header's.
  *
  *   x86_plan ring R
- *   x86_plan plan A_EAX A_EBX A_ECX A_EDX HYPERVISOR ECX_AWARE
- *   x86_plan index A_EAX A_EBX A_ECX A_EDX HYPERVISOR ECX_AWARE HW_ID ECX
- *   x86_plan published A_EAX A_EBX A_ECX A_EDX HYPERVISOR ECX_AWARE HW_ID ECX
+ *   x86_plan plan A_EAX A_EBX A_ECX A_EDX HYPERVISOR
+ *   x86_plan index A_EAX A_EBX A_ECX A_EDX HYPERVISOR HW_ID ECX
+ *   x86_plan published A_EAX A_EBX A_ECX A_EDX HYPERVISOR HW_ID ECX
  *                      USER_BLOCKED
  *   x86_plan attr HW_ID RING PERIOD
  *   x86_plan refusal INTEL ARCH_PERFMON MAX_LEAF A_EAX A_EBX A_ECX A_EDX
@@ -30,11 +30,11 @@
 static void build(char **a, struct spmu_x86_plan *plan)
 {
 	struct spmu_perfmon p;
-	unsigned int fixed;
+	unsigned int sure, maybe;
 
 	spmu_decode_cpuid_a(num(a[0]), num(a[1]), num(a[2]), num(a[3]), &p);
-	fixed = spmu_perf_fixed_mask(&p, num(a[4]), num(a[5]));
-	spmu_x86_plan_build(&p, fixed, plan);
+	spmu_perf_fixed_masks(&p, num(a[4]), &sure, &maybe);
+	spmu_x86_plan_build(&p, sure, maybe, plan);
 }
 
 int main(int argc, char **argv)
@@ -51,7 +51,7 @@ int main(int argc, char **argv)
 		printf("valid=1\nexclude_kernel=%d\nexclude_user=%d\n", ek, eu);
 		return 0;
 	}
-	if (argc == 8 && !strcmp(argv[1], "plan")) {
+	if (argc == 7 && !strcmp(argv[1], "plan")) {
 		build(argv + 2, &plan);
 		printf("nr=%u\n", plan.nr);
 		for (i = 0; i < plan.nr; i++)
@@ -59,11 +59,11 @@ int main(int argc, char **argv)
 			       plan.slot[i].encoding, plan.slot[i].counters);
 		return 0;
 	}
-	if (argc == 11 && !strcmp(argv[1], "published")) {
+	if (argc == 10 && !strcmp(argv[1], "published")) {
 		build(argv + 2, &plan);
 		printf("index=%d\n",
-		       spmu_x86_published_index(&plan, num(argv[8]),
-						num(argv[9]), num(argv[10])));
+		       spmu_x86_published_index(&plan, num(argv[7]),
+						num(argv[8]), num(argv[9])));
 		return 0;
 	}
 	if (argc == 5 && !strcmp(argv[1], "attr")) {
@@ -132,13 +132,13 @@ int main(int argc, char **argv)
 							num(argv[4]), &p));
 		return 0;
 	}
-	if (argc == 10 && !strcmp(argv[1], "index")) {
+	if (argc == 9 && !strcmp(argv[1], "index")) {
 		build(argv + 2, &plan);
 		for (i = 0; i < plan.nr; i++) {
-			if (plan.slot[i].hw_id != num(argv[8]))
+			if (plan.slot[i].hw_id != num(argv[7]))
 				continue;
 			printf("ok=%d\n",
-			       spmu_x86_index_ok(&plan.slot[i], num(argv[9])));
+			       spmu_x86_index_ok(&plan.slot[i], num(argv[8])));
 			return 0;
 		}
 		printf("ok=noslot\n");
