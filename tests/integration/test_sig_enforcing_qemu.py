@@ -2,10 +2,12 @@
 in CONFIG_SYSTEM_TRUSTED_KEYS) loads our signed module and refuses an unsigned one, a
 tampered one and one signed by a key it does not trust; modverify agrees offline."""
 
+import io
 import re
 from pathlib import Path
 
 import pytest
+from elftools.elf.elffile import ELFFile
 
 from pmubuild import build, guest, kdir, modverify, qemu, sigkernel, signing
 from pmubuild.apt import PrivateApt
@@ -33,9 +35,14 @@ done
 
 
 def flip_byte_in_body(ko: Path) -> None:
+    """Tamper with one byte of the module's code (.text): the module stays well formed, so
+    the signature is the one thing wrong with it (a byte of a symbol name would also
+    make an unknown symbol)."""
     body, blob, _ = modverify.split_signature(ko.read_bytes())
     data = bytearray(body)
-    data[len(data) // 2] ^= 0x40
+    text = ELFFile(io.BytesIO(body)).get_section_by_name(".text")
+    assert text is not None and text["sh_size"] > 0
+    data[text["sh_offset"] + text["sh_size"] // 2] ^= 0x40
     ko.write_bytes(bytes(data) + ko.read_bytes()[len(body):])
     assert blob and modverify.split_signature(ko.read_bytes())[1] == blob
 
