@@ -90,6 +90,22 @@ def test_qemu(c, kernel="all", arch="all", timeout=GUEST_TIMEOUT_S, jobs=2, stre
         raise Exit(code=1)
 
 
+@task(name="test-debug",
+      help={"arch": "arm64 or amd64", "profiles": "guest profiles with the module, comma-"
+            "separated: main, stress, kvm (default stress)", "detectors": "first prove each "
+            "detector on a module with that bug (default on; --no-detectors)",
+            "stress-cycles": "load/unload cycles of the stress profile",
+            "timeout": "seconds per guest"})
+def test_debug(c, arch="arm64", profiles="stress", detectors=True, stress_cycles=200,
+               timeout=1800):
+    """The module under lockdep, KASAN, kmemleak, UBSAN and debug objects (a kernel built
+    from Debian's linux-source): each detector proven, then the guest profiles; every
+    report fails."""
+    if not _run(commands.test_debug, arch, profiles, detectors, int(stress_cycles),
+                float(timeout)):
+        raise Exit(code=1)
+
+
 @task(name="qemu-run", iterable=["add"],
       help={"kernel": "suite", "arch": "amd64 or arm64",
             "add": "file or directory to copy into the guest's working directory (repeatable)",

@@ -8,7 +8,7 @@ import time
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
-from . import build, compat, kernels, matrix, matrixrun, pkgtest, signing
+from . import build, compat, debugrun, kernels, matrix, matrixrun, pkgtest, signing
 from . import checkpatch as checkpatch_mod
 from .apt import PrivateApt
 from .errors import PipelineError
@@ -154,6 +154,49 @@ def test_qemu(kernel: str, arch: str, timeout: float, jobs: int,
     if fails is not None:
         fails.extend(matrixrun.failed(results))
     return failed == 0
+
+
+def test_debug(arch: str, profiles: str, detectors: bool, stress_cycles: int,
+               timeout: float) -> bool:
+    """The debug kernel (pmubuild.debugkernel) for `arch`: each detector proven on its
+    deliberate bug (`detectors`), then the named guest profiles ("main", "stress", "kvm")
+    with the module; every report printed. True when each detector caught its bug and the
+    module's runs have none."""
+    names = [p.strip() for p in profiles.split(",") if p.strip()]
+    if not detectors and not names:
+        raise PipelineError("test-debug: nothing to run (no --profiles and --no-detectors)")
+    apt = PrivateApt()
+    ok = True
+    start = time.monotonic()
+    if detectors:
+        for bug, kind in debugrun.DETECTOR_BUGS.items():
+            r = debugrun.detector(apt, arch, bug, timeout)
+            caught = [x for x in r.verdict.reports if x.kind == kind]
+            if caught and r.verdict.klog:
+                print(f"PASS detector {kind} caught bug={bug}: {caught[0].title}")
+            else:
+                ok = False
+                print(f"FAIL detector {kind} missed bug={bug}; reports: "
+                      + ("; ".join(x.title for x in r.verdict.reports) or "none"))
+                for line in r.problems()[-3:]:
+                    print(f"    {line}")
+                print(f"    console: {r.console_file}")
+    runs = debugrun.profiles(apt, arch, ["" if n == "main" else n for n in names],
+                             stress_cycles, timeout) if names else []
+    for r in runs:
+        problems = r.problems()
+        passed = sum(t.verdict == "PASS" for t in r.run.results)
+        print(f"{'FAIL' if problems else 'PASS'} {r.label}: {passed} guest scripts passed, "
+              f"{len(r.verdict.reports)} debugger reports, {r.seconds:.0f}s")
+        for line in problems:
+            print("    " + line.replace("\n", "\n    "))
+        if problems:
+            print(f"    console: {r.console_file}")
+        for b in r.verdict.boot:
+            print(f"    (before init, the kernel's own) {b.kind}: {b.title}")
+        ok = ok and not problems
+    print(f"test-debug {arch}: {'ok' if ok else 'FAILED'} in {time.monotonic() - start:.0f}s")
+    return ok
 
 
 def qemu_run(kernel: str, arch: str, argv: str, add: list[str], timeout: float) -> int:

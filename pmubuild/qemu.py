@@ -22,6 +22,9 @@ _OUT = re.compile(r"@@SPMU OUT (?P<name>\S+) \| (?P<line>.*)$")
 _CMD_END = re.compile(r"@@SPMU CMD-END rc=(?P<rc>\d+)")
 _PANIC = re.compile(r"Kernel panic|end Kernel panic|Oops|BUG:|Unable to handle kernel")
 _KERNEL_LINE = re.compile(r"^\[\s*\d+\.\d+\]")  # printk's timestamp
+# A debug guest's printed kernel log and kmemleak scan (tests/guest/init, spmu.debug=1):
+# pmubuild.debugjudge judges them; their reports are not this guest's crash.
+_DUMP = re.compile(r"@@SPMU (KLOG|KMEMLEAK)-(?P<edge>BEGIN|END)")
 
 
 @dataclass(frozen=True)
@@ -106,7 +109,7 @@ def parse_console(console: str, times: Sequence[float] | None = None) -> Console
     rc = None
     crashes = []
     cmd_lines: list[str] = []
-    in_cmd = False
+    in_cmd = in_dump = False
     last_mark = booted_at = None
     pieces = console.split("\n")
     if pieces[-1] == "":
@@ -114,7 +117,11 @@ def parse_console(console: str, times: Sequence[float] | None = None) -> Console
     for i, raw in enumerate(pieces):
         line = raw.rstrip("\r")
         now = times[i] if times is not None and i < len(times) else None
-        if f"{MARK} BOOTED" in line:
+        if m := _DUMP.search(line):
+            in_dump = m["edge"] == "BEGIN"
+        elif in_dump:
+            continue
+        elif f"{MARK} BOOTED" in line:
             booted = True
             last_mark = booted_at = now
         elif f"{MARK} CMD-BEGIN" in line:

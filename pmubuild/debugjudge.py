@@ -1,0 +1,137 @@
+"""Reports of the kernel's debuggers, read from a debug guest's console (issue 24).
+
+A guest booted with spmu.debug=1 (tests/guest/init) marks the kernel log when its init
+starts, and at its end scans kmemleak and prints the whole kernel log between @@SPMU
+markers. Every report after the init's mark counts against the run: lockdep, sleeping in
+atomic context, KASAN, KCSAN, UBSAN, debug objects, kmemleak, any other BUG or WARNING, an
+oops, a hung task or an RCU stall. Reports before it are the kernel's own, from boot:
+shown, not counted.
+"""
+
+import re
+from dataclasses import dataclass
+
+INIT_MARK = "spmu-debug: init started"
+# Checked in order: the first that matches names the report.
+KINDS = (
+    ("lockdep", re.compile(r"WARNING: (possible (circular|recursive) locking|inconsistent "
+                           r"lock state|suspicious RCU usage|possible irq lock inversion)"
+                           r"|BUG: (held lock freed|bad unlock balance|lock held when "
+                           r"returning)|INFO: possible (recursive|circular)")),
+    ("atomic-sleep", re.compile(r"BUG: (sleeping function called from invalid context"
+                                r"|scheduling while atomic|using (__this_cpu_\w+|"
+                                r"smp_processor_id)\(\) in preemptible)")),
+    ("kasan", re.compile(r"BUG: KASAN: ")),
+    ("kcsan", re.compile(r"BUG: KCSAN: ")),
+    ("ubsan", re.compile(r"UBSAN: ")),
+    ("debugobjects", re.compile(r"ODEBUG: ")),
+    ("oops", re.compile(r"Unable to handle kernel|Internal error: |general protection fault|"
+                        r"Kernel panic|kernel BUG at|Oops")),
+    ("hung", re.compile(r"INFO: task .* blocked for more than|rcu: INFO: |"
+                        r"detected stall")),
+    ("bug", re.compile(r"BUG: ")),
+    ("warning", re.compile(r"WARNING: ")),
+)
+REPORT_LINES = 30
+_TIME = re.compile(r"^\[\s*\d+\.\d+\]\s?")
+_BLOCK = re.compile(r"^@@SPMU (?P<name>[A-Z]+)-(?P<edge>BEGIN|END)\s*$")
+
+
+@dataclass(frozen=True)
+class Report:
+    kind: str
+    text: str  # the report's first line and up to REPORT_LINES after it
+
+    @property
+    def title(self) -> str:
+        return self.text.splitlines()[0]
+
+
+@dataclass(frozen=True)
+class Verdict:
+    reports: tuple[Report, ...]  # after the init's mark: each fails the run
+    boot: tuple[Report, ...]  # before it: the kernel's own
+    klog: bool  # the guest printed its kernel log
+    kmemleak: bool  # and its kmemleak scan
+
+    def problems(self) -> list[str]:
+        out = [f"{r.kind}: {r.text}" for r in self.reports]
+        if not self.klog:
+            out.append("the guest printed no kernel log (@@SPMU KLOG): nothing was judged")
+        return out
+
+    def counts(self) -> dict[str, int]:
+        counts: dict[str, int] = {}
+        for r in self.reports:
+            counts[r.kind] = counts.get(r.kind, 0) + 1
+        return counts
+
+
+def blocks(console: str) -> dict[str, list[str]]:
+    """The guest's @@SPMU NAME-BEGIN .. NAME-END blocks, by name (lines without \\r)."""
+    found: dict[str, list[str]] = {}
+    current: list[str] | None = None
+    for raw in console.split("\n"):
+        line = raw.rstrip("\r")
+        m = _BLOCK.match(line)
+        if m and m["edge"] == "BEGIN":
+            current = found.setdefault(m["name"], [])
+        elif m:
+            current = None
+        elif current is not None:
+            current.append(line)
+    return found
+
+
+def kind_of(line: str) -> str | None:
+    for kind, pattern in KINDS:
+        if pattern.search(line):
+            return kind
+    return None
+
+
+def reports_in(lines: list[str]) -> list[Report]:
+    """Each report's first line (the first matching line of a run of them) with what
+    follows it, up to the next report or REPORT_LINES."""
+    found = []
+    i = 0
+    while i < len(lines):
+        kind = kind_of(lines[i])
+        if kind is None:
+            i += 1
+            continue
+        end = i + 1
+        # WARN() prints its own "WARNING: CPU: .. at file:line" right after a report's
+        # title (debug objects do so): part of that report, not another.
+        while end < len(lines) and end - i <= REPORT_LINES and (
+                kind_of(lines[end]) is None
+                or (end - i <= 3 and kind_of(lines[end]) == "warning")):
+            end += 1
+        found.append(Report(kind, "\n".join(_TIME.sub("", ln) for ln in lines[i:end])))
+        i = end
+    return found
+
+
+def leaks_in(lines: list[str]) -> list[Report]:
+    """kmemleak's 'unreferenced object' entries, each with its backtrace."""
+    found: list[Report] = []
+    current: list[str] = []
+    for line in lines + ["unreferenced object (end)"]:
+        if line.startswith("unreferenced object"):
+            if current:
+                found.append(Report("kmemleak", "\n".join(current[:REPORT_LINES])))
+            current = [line]
+        elif current:
+            current.append(line)
+    return found
+
+
+def judge(console: str) -> Verdict:
+    b = blocks(console)
+    klog = b.get("KLOG")
+    leaks = leaks_in(b["KMEMLEAK"]) if "KMEMLEAK" in b else []
+    if klog is None:
+        return Verdict(tuple(leaks), (), False, "KMEMLEAK" in b)
+    at = next((i for i, ln in enumerate(klog) if INIT_MARK in ln), 0)
+    return Verdict(tuple(reports_in(klog[at:]) + leaks), tuple(reports_in(klog[:at])), True,
+                   "KMEMLEAK" in b)

@@ -1,0 +1,70 @@
+"""Kernels with the kernel's own debuggers, to run the module under (issue 24).
+
+Debian's production kernels report none of the bugs concurrency and error paths hide. These
+are Debian's linux-source-6.1 (pmubuild.selfkernel: the one source package the project
+already fetches, for checkpatch and the signature-enforcing kernel; 6.1 is also the last
+kernel where the driver core writes into a module's bus_type after unregistering it, which
+the module's unload must wait for) with tinyconfig, what a test guest and the module need,
+and the detectors:
+
+- "debug": lockdep (PROVE_LOCKING, PROVE_RCU), DEBUG_ATOMIC_SLEEP, KASAN (generic), kmemleak,
+  debug objects (timers, work, hrtimers, RCU heads, and freeing them while active),
+  DEBUG_KOBJECT_RELEASE, UBSAN,
+  DEBUG_PREEMPT on a preemptible kernel, and fault injection (FAILSLAB, FAIL_PAGE_ALLOC,
+  per-task fail-nth).
+- "kcsan" (arm64): KCSAN, which excludes KASAN, for data races.
+
+Reports are judged from the kernel log (pmubuild.debugjudge); panic_on_warn stays off so
+that one run counts every report.
+"""
+
+from . import selfkernel
+from .apt import PrivateApt
+from .errors import PipelineError
+
+# What the module's code paths need beyond a guest: CPU PM has no user option of its own
+# (arm64 selects it with CPU_IDLE or SUSPEND; QEMU's virt machine enters no idle state,
+# so only its notifier registration would run).
+MODULE_ARCH = {
+    "amd64": (),
+    # KVM (with its preempt notifiers) lets threads in one by one and is the KVM profile.
+    "arm64": ("VIRTUALIZATION", "KVM"),
+}
+# WARN() and BUG() reports (tinyconfig turns CONFIG_BUG off: every WARN would be silent),
+# pthreads, /proc/sys, debugfs and symbol names in reports.
+SUPPORT = ("BUG", "FUTEX", "POSIX_TIMERS", "PROC_SYSCTL", "SYSCTL", "DEBUG_FS", "KALLSYMS",
+           "KALLSYMS_ALL", "STACKTRACE", "SLUB", "PREEMPT")
+DETECTORS = {
+    "debug": (
+        "DEBUG_KERNEL", "PROVE_LOCKING", "PROVE_RCU", "DEBUG_ATOMIC_SLEEP", "DEBUG_PREEMPT",
+        "KASAN", "KASAN_GENERIC", "DEBUG_KMEMLEAK", "DEBUG_OBJECTS", "DEBUG_OBJECTS_TIMERS",
+        "DEBUG_OBJECTS_WORK", "DEBUG_OBJECTS_RCU_HEAD",
+        # kfree() of memory holding an armed timer or a queued work item: reported.
+        "DEBUG_OBJECTS_FREE", "DEBUG_KOBJECT_RELEASE", "UBSAN",
+        "FAULT_INJECTION", "FAILSLAB", "FAIL_PAGE_ALLOC", "FAULT_INJECTION_DEBUG_FS",
+    ),
+    "kcsan": ("DEBUG_KERNEL", "KCSAN"),
+}
+# tinyconfig picks SLOB, which kmemleak, KASAN and FAILSLAB do not work with.
+UNSET = ("SLOB", "PANIC_ON_OOPS")
+FLAVOURS = {"debug": ("amd64", "arm64"), "kcsan": ("arm64",)}
+
+
+def fragment(flavour: str, arch: str) -> str:
+    if arch not in FLAVOURS.get(flavour, ()):
+        raise PipelineError(f"no {flavour!r} debug kernel for {arch}: "
+                            + ", ".join(f"{f} ({'/'.join(a)})" for f, a in FLAVOURS.items()))
+    options = (*selfkernel.GUEST_ALL, *selfkernel.GUEST_ARCH[arch], *MODULE_ARCH[arch],
+               *SUPPORT, *DETECTORS[flavour])
+    return "\n".join(selfkernel.config_lines(options, unset=UNSET)) + "\n"
+
+
+def recipe(flavour: str, arch: str) -> selfkernel.Recipe:
+    what = "a kernel with lockdep, KASAN, kmemleak and fault injection" \
+        if flavour == "debug" else "a kernel with KCSAN"
+    return selfkernel.Recipe(f"debugkernel-{flavour}", what, fragment(flavour, arch),
+                             3000, "10-20")
+
+
+def ensure(apt: PrivateApt, arch: str, flavour: str = "debug") -> selfkernel.SelfKernel:
+    return selfkernel.ensure(apt, arch, recipe(flavour, arch))

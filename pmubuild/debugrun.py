@@ -1,0 +1,135 @@
+"""The module, and a module with deliberate bugs, run on the debug kernels (issue 24).
+
+Each guest boots a pmubuild.debugkernel image with spmu.debug=1: tests/guest/init marks
+the kernel log, and at the end scans kmemleak and prints the log, which
+pmubuild.debugjudge reads. The detectors are proven first, each by the one bug of
+tests/debug/broken it must report; then the project's module runs the guest profiles
+there, and any report fails it.
+"""
+
+import shutil
+import subprocess
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from . import build, debugjudge, debugkernel, guest, qemu
+from .apt import PrivateApt
+from .errors import PipelineError
+from .matrix import GNU_TRIPLET, KERNEL_ARCH
+from .progress import say
+
+REPO = Path(__file__).resolve().parents[1]
+BROKEN_SRC = REPO / "tests" / "debug" / "broken"
+# bug= of tests/debug/broken/broken.c -> the report kind that must show it.
+DETECTOR_BUGS = {
+    "lock-order": "lockdep",
+    "sleep-in-timer": "atomic-sleep",
+    "use-after-free": "kasan",
+    "shift": "ubsan",
+    "timer-freed": "debugobjects",
+    "leak": "kmemleak",
+    "leak-on-error": "kmemleak",
+}
+BROKEN_SCRIPT = """\
+insmod /work/broken/spmu_broken.ko bug={bug}
+echo "insmod rc=$?"
+grep -q '^spmu_broken ' /proc/modules && rmmod spmu_broken
+true
+"""
+# Debug kernels under TCG are slow (KASAN, lockdep): a generous bound per guest.
+DEBUG_TIMEOUT_S = 1800
+
+
+@dataclass(frozen=True)
+class DebugRun:
+    label: str
+    run: qemu.GuestRun
+    verdict: debugjudge.Verdict
+    seconds: float
+    expected: tuple[str, ...] = ()  # a profile's manifest: every script must report
+    console_file: Path | None = None  # the whole console, kept
+
+    def problems(self) -> list[str]:
+        out = self.verdict.problems()
+        problem = self.run.problem()
+        if problem:
+            out.append(problem)
+        if self.expected:
+            missing = guest.manifest_problem(self.expected, [r.name for r in self.run.results])
+            if missing:
+                out.append(missing)
+        out += [f"{r.name}: {r.verdict} {r.detail}" for r in self.run.results
+                if r.verdict == "FAIL"]
+        return out
+
+
+def build_broken(kdir: Path, arch: str, out: Path) -> Path:
+    """tests/debug/broken built against the debug tree, in `out` (a copy of the source)."""
+    if out.exists():
+        shutil.rmtree(out)
+    shutil.copytree(BROKEN_SRC, out)
+    argv = ["make", "-C", str(kdir), f"M={out}", f"ARCH={KERNEL_ARCH[arch]}", "modules"]
+    if arch != "amd64":
+        argv.append(f"CROSS_COMPILE={GNU_TRIPLET[arch]}-")
+    proc = subprocess.run(argv, capture_output=True, text=True)
+    ko = out / "spmu_broken.ko"
+    if proc.returncode != 0 or not ko.exists():
+        raise PipelineError(f"building tests/debug/broken failed:\n{proc.stdout[-2000:]}"
+                            f"{proc.stderr[-2000:]}")
+    return ko
+
+
+def _boot(label: str, spec: guest.GuestSpec, image: Path, apt: PrivateApt, work: Path,
+          timeout: float, icount: bool, el2: bool = False, params: str = "",
+          expected: tuple[str, ...] = ()) -> DebugRun:
+    start = time.monotonic()
+    initrd = guest.initramfs(spec, apt, work / f"initrd-{label.replace('/', '-')}.gz")
+    run = qemu.boot(spec.arch, image, initrd, spec.mode, timeout, icount=icount, el2=el2,
+                    params=f"spmu.debug=1 {params}".rstrip())
+    took = time.monotonic() - start
+    # The whole console stays for reading a report in full.
+    kept = work / f"{label.replace('/', '-')}.console"
+    kept.write_text(run.console)
+    verdict = debugjudge.judge(run.console)
+    say(f"debug {spec.arch} {label}: {took:.0f}s, reports "
+        + (", ".join(f"{k} {n}" for k, n in verdict.counts().items()) or "none"))
+    return DebugRun(label, run, verdict, took, expected, kept)
+
+
+def detector(apt: PrivateApt, arch: str, bug: str, timeout: float = DEBUG_TIMEOUT_S
+             ) -> DebugRun:
+    """One boot of the debug kernel loading tests/debug/broken with bug=`bug`."""
+    if bug not in DETECTOR_BUGS:
+        raise PipelineError(f"unknown bug {bug!r}: one of {', '.join(DETECTOR_BUGS)}")
+    debugkernel.fragment("debug", arch)  # an arch without a debug kernel: say so first
+    k = debugkernel.ensure(apt, arch)
+    work = REPO / "build" / f"debug-{arch}"
+    ko = build_broken(k.kdir, arch, work / "broken")
+    spec = guest.GuestSpec(arch, k.release, None, mode="cmd",
+                           command=BROKEN_SCRIPT.format(bug=bug), add=[ko.parent])
+    return _boot(f"detector/{bug}", spec, k.image, apt, work, timeout, icount=False)
+
+
+def profiles(apt: PrivateApt, arch: str, names: list[str], stress_cycles: int,
+             timeout: float = DEBUG_TIMEOUT_S) -> list[DebugRun]:
+    """The project's module built for the debug kernel, each named guest profile of
+    `arch` booted on it ("" is the main suite)."""
+    known = {p.name: p for p in guest.PROFILES.get(arch, ())}
+    unknown = [n for n in names if n not in known]
+    if unknown:
+        raise PipelineError(f"no {arch} guest profile {unknown[0]!r}: "
+                            + ", ".join(repr(n or "main") for n in known))
+    k = debugkernel.ensure(apt, arch)
+    ko = build.build(k.kdir).ko
+    work = REPO / "build" / f"debug-{arch}"
+    work.mkdir(parents=True, exist_ok=True)
+    runs = []
+    for name in names:
+        p = known[name]
+        spec = guest.GuestSpec(arch, k.release, ko, profile=p.name, python=p.python)
+        runs.append(_boot(f"profile/{p.name or 'main'}", spec, k.image, apt, work, timeout,
+                          icount=p.icount, el2=p.el2,
+                          params=f"spmu.stress_cycles={stress_cycles} {p.params}".rstrip(),
+                          expected=guest.manifest(arch, p.name)))
+    return runs

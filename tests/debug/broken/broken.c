@@ -1,0 +1,114 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * spmu_broken: a module with one deliberate bug, chosen by bug=, for each
+ * detector of the debug kernel to catch (tests/integration/test_debug_kernel.py).
+ * It proves the run sees a report of that kind; it is never shipped.
+ *
+ *   lock-order      two mutexes taken in both orders (lockdep)
+ *   sleep-in-timer  mutex_lock() in a timer callback (DEBUG_ATOMIC_SLEEP; the
+ *                   mutex is free, so it reports without really sleeping)
+ *   use-after-free  a read of freed memory (KASAN)
+ *   leak            an allocation at load, forgotten (kmemleak)
+ *   timer-freed     an armed timer's memory freed (debug objects)
+ *   shift           a shift past the type's width (UBSAN)
+ *   leak-on-error   a failed load that keeps its allocation (kmemleak)
+ */
+#define pr_fmt(fmt) "spmu_broken: " fmt
+
+#include <linux/delay.h>
+#include <linux/module.h>
+#include <linux/mutex.h>
+#include <linux/slab.h>
+#include <linux/string.h>
+#include <linux/timer.h>
+
+static char *bug = "";
+module_param(bug, charp, 0444);
+MODULE_PARM_DESC(bug, "which bug to commit at load");
+
+static DEFINE_MUTEX(spmu_a);
+static DEFINE_MUTEX(spmu_b);
+static struct timer_list spmu_timer;
+static bool spmu_timer_armed;
+static void *spmu_kept;
+/* A parameter, so that the compiler cannot see the shift is too wide. */
+static int shift_by = 40;
+module_param(shift_by, int, 0444);
+
+struct spmu_holder {
+	struct timer_list timer;
+};
+
+static void spmu_sleepy(struct timer_list *t)
+{
+	mutex_lock(&spmu_a);
+	mutex_unlock(&spmu_a);
+}
+
+static void spmu_idle(struct timer_list *t)
+{
+}
+
+static int spmu_commit(void)
+{
+	struct spmu_holder *h;
+	char *p;
+
+	if (!strcmp(bug, "lock-order")) {
+		mutex_lock(&spmu_a);
+		mutex_lock(&spmu_b);
+		mutex_unlock(&spmu_b);
+		mutex_unlock(&spmu_a);
+		mutex_lock(&spmu_b);
+		mutex_lock(&spmu_a);
+		mutex_unlock(&spmu_a);
+		mutex_unlock(&spmu_b);
+	} else if (!strcmp(bug, "sleep-in-timer")) {
+		timer_setup(&spmu_timer, spmu_sleepy, 0);
+		mod_timer(&spmu_timer, jiffies + 1);
+		spmu_timer_armed = true;
+		msleep(100);
+	} else if (!strcmp(bug, "use-after-free")) {
+		p = kmalloc(32, GFP_KERNEL);
+		if (!p)
+			return -ENOMEM;
+		kfree(p);
+		pr_info("read %d after free\n", READ_ONCE(p[8]));
+	} else if (!strcmp(bug, "leak")) {
+		p = kmalloc(64, GFP_KERNEL);
+		pr_info("leaking %p\n", p);
+	} else if (!strcmp(bug, "timer-freed")) {
+		h = kzalloc(sizeof(*h), GFP_KERNEL);
+		if (!h)
+			return -ENOMEM;
+		timer_setup(&h->timer, spmu_idle, 0);
+		mod_timer(&h->timer, jiffies + 60 * HZ);
+		kfree(h);
+	} else if (!strcmp(bug, "shift")) {
+		pr_info("shifted %d\n", 1 << shift_by);
+	} else if (!strcmp(bug, "leak-on-error")) {
+		spmu_kept = kmalloc(128, GFP_KERNEL);
+		spmu_kept = NULL;
+		return -EINVAL;
+	} else if (*bug) {
+		pr_err("unknown bug '%s'\n", bug);
+		return -EINVAL;
+	}
+	return 0;
+}
+
+static int __init spmu_broken_init(void)
+{
+	return spmu_commit();
+}
+
+static void __exit spmu_broken_exit(void)
+{
+	if (spmu_timer_armed)
+		del_timer_sync(&spmu_timer);
+}
+
+module_init(spmu_broken_init);
+module_exit(spmu_broken_exit);
+MODULE_LICENSE("GPL");
+MODULE_DESCRIPTION("simple-pmu test module with deliberate bugs for the debug kernel");

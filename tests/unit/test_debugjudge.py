@@ -1,0 +1,139 @@
+"""pmubuild.debugjudge on consoles of debug guests, and the pieces of the debug kernels that
+run without building one: the fragment, the lost-option check, the console parser."""
+
+import pytest
+
+from pmubuild import debugjudge, debugkernel, qemu, selfkernel
+from pmubuild.errors import PipelineError
+
+ODEBUG = """\
+[   12.000000] ------------[ cut here ]------------
+[   12.000001] ODEBUG: free active (active state 0) object type: timer_list hint: spmu_idle+0x0/0x10
+[   12.000002] WARNING: CPU: 1 PID: 93 at lib/debugobjects.c:505 debug_print_object+0xd8/0x100
+[   12.000003] Modules linked in: spmu_broken(O+)
+[   12.000004] ---[ end trace 0000000000000000 ]---"""
+LOCKDEP = """\
+[    9.100000] ======================================================
+[    9.100001] WARNING: possible circular locking dependency detected
+[    9.100002] 6.1.0 #1 Not tainted
+[    9.100003] ------------------------------------------------------"""
+BOOT_WARNING = "[    0.500000] WARNING: CPU: 0 PID: 1 at kernel/early.c:1 early_thing+0x4/0x8"
+
+
+def console(klog: list[str], kmemleak: list[str] | None = None) -> str:
+    lines = ["@@SPMU BOOTED release=6.1.0 machine=aarch64 cpus=2", "@@SPMU CMD-BEGIN",
+             "insmod rc=0", "@@SPMU CMD-END rc=0"]
+    if kmemleak is not None:
+        lines += ["@@SPMU KMEMLEAK-BEGIN", *kmemleak, "@@SPMU KMEMLEAK-END"]
+    lines += ["@@SPMU KLOG-BEGIN", *klog, "@@SPMU KLOG-END"]
+    return "\r\n".join(lines) + "\r\n"
+
+
+MARK = f"[    1.000000] {debugjudge.INIT_MARK}"
+
+
+def test_reports_after_the_init_mark_count_those_before_are_the_kernels():
+    v = debugjudge.judge(console([BOOT_WARNING, MARK, *ODEBUG.splitlines(),
+                                  *LOCKDEP.splitlines()], []))
+    assert [r.kind for r in v.reports] == ["debugobjects", "lockdep"]
+    # The WARN() line right after the ODEBUG title belongs to that report.
+    assert "debug_print_object" in v.reports[0].text
+    assert v.reports[0].title.startswith("ODEBUG: free active")
+    assert [r.kind for r in v.boot] == ["warning"]
+    assert v.counts() == {"debugobjects": 1, "lockdep": 1}
+    assert len(v.problems()) == 2 and v.problems()[1].startswith("lockdep: WARNING: possible")
+
+
+def test_a_clean_log_has_no_problem_and_a_missing_log_is_one():
+    v = debugjudge.judge(console([MARK, "[    2.0] simple-pmu: loaded"], []))
+    assert v.reports == () and v.klog and v.kmemleak and v.problems() == []
+    v = debugjudge.judge("@@SPMU BOOTED\r\n@@SPMU DONE\r\n")
+    assert not v.klog and v.problems() == [
+        "the guest printed no kernel log (@@SPMU KLOG): nothing was judged"]
+
+
+def test_kmemleak_entries_are_reports_each_with_its_backtrace():
+    leak = ["unreferenced object 0xffff000003a1b400 (size 64):",
+            '  comm "insmod", pid 95, jiffies 4294893670 (age 8.100s)',
+            "  backtrace:",
+            "    [<000000009c5d1a0e>] kmalloc_trace+0x40/0x80",
+            "    [<00000000b1c0e3a2>] spmu_commit+0x90/0x200 [spmu_broken]",
+            "unreferenced object 0xffff000003a1b800 (size 128):",
+            "  backtrace:"]
+    v = debugjudge.judge(console([MARK], leak))
+    assert [r.kind for r in v.reports] == ["kmemleak", "kmemleak"]
+    assert "spmu_commit" in v.reports[0].text and "0xffff000003a1b800" in v.reports[1].title
+
+
+@pytest.mark.parametrize(("line", "kind"), [
+    ("BUG: KASAN: slab-use-after-free in spmu_commit+0x5c/0x200 [spmu_broken]", "kasan"),
+    ("BUG: sleeping function called from invalid context at kernel/locking/mutex.c:580",
+     "atomic-sleep"),
+    ("BUG: using smp_processor_id() in preemptible [00000000] code: sh/1", "atomic-sleep"),
+    ("UBSAN: shift-out-of-bounds in tests/debug/broken/broken.c:88:3", "ubsan"),
+    ("BUG: KCSAN: data-race in spmu_check / spmu_timer_fn", "kcsan"),
+    ("WARNING: suspicious RCU usage", "lockdep"),
+    ("Unable to handle kernel paging request at virtual address dead000000000122", "oops"),
+    ("INFO: task insmod:95 blocked for more than 120 seconds.", "hung"),
+    ("BUG: unable to handle page fault for address: ffff", "bug"),
+    ("WARNING: CPU: 1 PID: 7 at drivers/common/counters.c:99 spmu_check+0x1/0x2", "warning"),
+    ("simple-pmu: cpu1: not every event is counting", None),
+])
+def test_kinds(line, kind):
+    assert debugjudge.kind_of(line) == kind
+
+
+def test_a_report_stops_at_the_next_and_after_report_lines():
+    lines = ["BUG: KASAN: x"] + [f"  frame {i}" for i in range(50)] + ["UBSAN: y"]
+    found = debugjudge.reports_in(lines)
+    assert [r.kind for r in found] == ["kasan", "ubsan"]
+    assert len(found[0].text.splitlines()) == debugjudge.REPORT_LINES + 1
+
+
+def test_parse_console_leaves_the_printed_log_to_the_judge():
+    """A report inside the KLOG dump is not the guest's crash (the judge counts it); the
+    same line on the console outside it is."""
+    text = console([MARK, "[    3.0] BUG: KASAN: slab-use-after-free in f+0x1/0x2"], [])
+    assert qemu.parse_console(text).crashes == ()
+    assert debugjudge.judge(text).reports[0].kind == "kasan"
+    crashed = text.replace("@@SPMU KLOG-BEGIN", "[    3.1] BUG: KASAN: x\r\n@@SPMU KLOG-BEGIN")
+    assert qemu.parse_console(crashed).crashes == ("[    3.1] BUG: KASAN: x",)
+
+
+def test_debug_fragment_has_every_detector_and_no_slob():
+    frag = debugkernel.fragment("debug", "arm64").splitlines()
+    for option in ("PROVE_LOCKING", "DEBUG_ATOMIC_SLEEP", "PROVE_RCU", "KASAN_GENERIC",
+                   "DEBUG_KMEMLEAK", "DEBUG_OBJECTS_TIMERS", "DEBUG_OBJECTS_WORK",
+                   "DEBUG_OBJECTS_RCU_HEAD", "DEBUG_KOBJECT_RELEASE", "UBSAN",
+                   "DEBUG_PREEMPT", "FAILSLAB", "FAIL_PAGE_ALLOC", "ARM_PMU", "KVM",
+                   "HOTPLUG_CPU", "PERF_EVENTS"):
+        assert f"CONFIG_{option}=y" in frag, option
+    assert "# CONFIG_SLOB is not set" in frag
+    assert "CONFIG_KCSAN=y" in debugkernel.fragment("kcsan", "arm64").splitlines()
+    assert "CONFIG_KVM=y" not in debugkernel.fragment("debug", "amd64").splitlines()
+    with pytest.raises(PipelineError, match="no 'kcsan' debug kernel for amd64"):
+        debugkernel.fragment("kcsan", "amd64")
+
+
+def test_lost_options_names_each_line_olddefconfig_did_not_keep():
+    frag = "\n".join(selfkernel.config_lines(("A", "B"), {"S": '"x y"'}, unset=("C", "D")))
+    config = {"CONFIG_A": "y", "CONFIG_B": "m", "CONFIG_S": "x y", "CONFIG_D": "y"}
+    assert selfkernel.lost_options(frag, config) == ["CONFIG_B=y", "# CONFIG_D is not set"]
+    assert selfkernel.lost_options(frag, {**config, "CONFIG_B": "y", "CONFIG_D": "n"}) == []
+
+
+def test_test_debug_refuses_bad_input_before_building_anything(monkeypatch):
+    from pmubuild import commands, debugrun
+
+    def no_build(*a, **k):
+        raise AssertionError("a kernel would be built")
+
+    monkeypatch.setattr(debugkernel, "ensure", no_build)
+    with pytest.raises(PipelineError, match="nothing to run"):
+        commands.test_debug("arm64", " , ", False, 1, 1.0)
+    with pytest.raises(PipelineError, match="no arm64 guest profile 'fast'"):
+        debugrun.profiles(None, "arm64", ["fast"], 1)  # type: ignore[arg-type]
+    with pytest.raises(PipelineError, match="unknown bug 'deadlock'"):
+        debugrun.detector(None, "arm64", "deadlock")  # type: ignore[arg-type]
+    with pytest.raises(PipelineError, match="no 'debug' debug kernel for riscv64"):
+        debugrun.detector(None, "riscv64", "leak")  # type: ignore[arg-type]
