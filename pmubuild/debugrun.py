@@ -64,6 +64,13 @@ class DebugRun:
         return out
 
 
+def _work(arch: str) -> Path:
+    """build/debug-ARCH: initramfs images, the broken module, the kept consoles."""
+    work = REPO / "build" / f"debug-{arch}"
+    work.mkdir(parents=True, exist_ok=True)
+    return work
+
+
 def build_broken(kdir: Path, arch: str, out: Path) -> Path:
     """tests/debug/broken built against the debug tree, in `out` (a copy of the source)."""
     if out.exists():
@@ -104,7 +111,7 @@ def detector(apt: PrivateApt, arch: str, bug: str, timeout: float = DEBUG_TIMEOU
         raise PipelineError(f"unknown bug {bug!r}: one of {', '.join(DETECTOR_BUGS)}")
     debugkernel.fragment("debug", arch)  # an arch without a debug kernel: say so first
     k = debugkernel.ensure(apt, arch)
-    work = REPO / "build" / f"debug-{arch}"
+    work = _work(arch)
     ko = build_broken(k.kdir, arch, work / "broken")
     spec = guest.GuestSpec(arch, k.release, None, mode="cmd",
                            command=BROKEN_SCRIPT.format(bug=bug), add=[ko.parent])
@@ -122,8 +129,7 @@ def profiles(apt: PrivateApt, arch: str, names: list[str], stress_cycles: int,
                             + ", ".join(repr(n or "main") for n in known))
     k = debugkernel.ensure(apt, arch)
     ko = build.build(k.kdir).ko
-    work = REPO / "build" / f"debug-{arch}"
-    work.mkdir(parents=True, exist_ok=True)
+    work = _work(arch)
     runs = []
     for name in names:
         p = known[name]
