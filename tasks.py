@@ -6,7 +6,7 @@ from pathlib import Path
 from invoke import Exit, task
 
 from pmubuild import bench as bench_mod
-from pmubuild import commands, hwtest, pkgtest
+from pmubuild import commands, debugrun, hwtest, pkgtest
 from pmubuild import package as package_mod
 from pmubuild.errors import PipelineError
 
@@ -92,17 +92,19 @@ def test_qemu(c, kernel="all", arch="all", timeout=GUEST_TIMEOUT_S, jobs=2, stre
 
 @task(name="test-debug",
       help={"arch": "arm64 or amd64", "profiles": "guest profiles with the module, comma-"
-            "separated: main, stress, kvm (default stress)", "detectors": "first prove each "
-            "detector on a module with that bug (default on; --no-detectors)",
+            "separated: main, stress, kvm, debug (default debug,stress)", "bugs": "the "
+            "detectors proven first, each on a module with that bug: all (default), none, "
+            "or some of " + ", ".join(debugrun.DETECTOR_BUGS),
             "stress-cycles": "load/unload cycles of the stress profile",
-            "timeout": "seconds per guest"})
-def test_debug(c, arch="arm64", profiles="stress", detectors=True, stress_cycles=200,
-               timeout=1800):
-    """The module under lockdep, KASAN, kmemleak, UBSAN and debug objects (a kernel built
-    from Debian's linux-source): each detector proven, then the guest profiles; every
-    report fails."""
-    if not _run(commands.test_debug, arch, profiles, detectors, int(stress_cycles),
-                float(timeout)):
+            "fail-nth-step": "the debug profile's load sweep tries every Kth fault point "
+            "(default 1: all)", "timeout": "seconds per guest"})
+def test_debug(c, arch="arm64", profiles="debug,stress", bugs="all", stress_cycles=200,
+               fail_nth_step=1, timeout=5400):
+    """The module under lockdep, KASAN, kmemleak, UBSAN, debug objects and fault injection
+    (a kernel built from Debian's linux-source): the detectors proven, then the guest
+    profiles; every report fails."""
+    if not _run(commands.test_debug, arch, profiles, bugs, int(stress_cycles),
+                float(timeout), int(fail_nth_step)):
         raise Exit(code=1)
 
 

@@ -156,42 +156,78 @@ def test_qemu(kernel: str, arch: str, timeout: float, jobs: int,
     return failed == 0
 
 
-def test_debug(arch: str, profiles: str, detectors: bool, stress_cycles: int,
-               timeout: float) -> bool:
-    """The debug kernel (pmubuild.debugkernel) for `arch`: each detector proven on its
-    deliberate bug (`detectors`), then the named guest profiles ("main", "stress", "kvm")
-    with the module; every report printed. True when each detector caught its bug and the
-    module's runs have none."""
+def debug_bugs(bugs: str) -> list[str]:
+    """--bugs: "all", "none" or a comma-separated list of DETECTOR_BUGS' names."""
+    if bugs.strip() == "all":
+        return list(debugrun.DETECTOR_BUGS)
+    if bugs.strip() == "none":
+        return []
+    names = [b.strip() for b in bugs.split(",") if b.strip()]
+    unknown = [b for b in names if b not in debugrun.DETECTOR_BUGS]
+    if unknown or not names:
+        raise PipelineError(f"--bugs {bugs!r}: all, none, or some of "
+                            + ", ".join(debugrun.DETECTOR_BUGS))
+    return names
+
+
+def test_debug(arch: str, profiles: str, bugs: str, stress_cycles: int,
+               timeout: float, fail_nth_step: int = 1, fails: list[str] | None = None) -> bool:
+    """The debug kernel (pmubuild.debugkernel) for `arch`: the detectors proven, each on
+    its deliberate bug (`bugs`, one guest), then the named guest profiles ("main",
+    "stress", "kvm", "debug") with the module; every report printed. True when each
+    detector caught its bug and the module's runs have none."""
     names = [p.strip() for p in profiles.split(",") if p.strip()]
-    if not detectors and not names:
-        raise PipelineError("test-debug: nothing to run (no --profiles and --no-detectors)")
+    chosen = debug_bugs(bugs)
+    if fail_nth_step < 1 or stress_cycles < 1:
+        raise PipelineError(f"test-debug: --fail-nth-step {fail_nth_step} and "
+                            f"--stress-cycles {stress_cycles}: each 1 or more")
+    fails = fails if fails is not None else []
+    if not chosen and not names:
+        raise PipelineError("test-debug: nothing to run (no --profiles and --bugs none)")
     apt = PrivateApt()
     ok = True
     start = time.monotonic()
-    if detectors:
-        for bug, kind in debugrun.DETECTOR_BUGS.items():
-            r = debugrun.detector(apt, arch, bug, timeout)
-            caught = [x for x in r.verdict.reports if x.kind == kind]
+    if chosen:
+        r, found = debugrun.detectors(apt, arch, chosen, timeout)
+        print(f"debug {arch} detectors: one guest, {len(chosen)} bugs, {r.seconds:.0f}s")
+        for bug in chosen:
+            kind = debugrun.DETECTOR_BUGS[bug]
+            mine = found.get(bug, [])
+            caught = [x for x in mine if x.kind == kind]
             if caught and r.verdict.klog:
                 print(f"PASS detector {kind} caught bug={bug}: {caught[0].title}")
             else:
                 ok = False
-                print(f"FAIL detector {kind} missed bug={bug}; reports: "
-                      + ("; ".join(x.title for x in r.verdict.reports) or "none"))
-                for line in r.problems()[-3:]:
-                    print(f"    {line}")
-                print(f"    console: {r.console_file}")
+                fails.append(f"test-debug {arch}: detector {kind} missed bug={bug}")
+                print(f"FAIL detector {kind} missed bug={bug}; its reports: "
+                      + ("; ".join(x.title for x in mine) or "none"))
+        stray = found.get("", [])
+        for x in stray:  # after init, before the first bug: not the broken module's
+            fails.append(f"test-debug {arch}: a report before the first bug: {x.title}")
+            print(f"FAIL a report before the first bug: {x.kind}: {x.title}")
+        trouble = r.run.problem()
+        if trouble:
+            fails.append(f"test-debug {arch}: detectors guest: {trouble}")
+            print(f"FAIL detectors guest: {trouble}")
+        if stray or trouble or not ok:
+            ok = False
+            print(f"    console: {r.console_file}")
     runs = debugrun.profiles(apt, arch, ["" if n == "main" else n for n in names],
-                             stress_cycles, timeout) if names else []
+                             stress_cycles, timeout, fail_nth_step) if names else []
     for r in runs:
         problems = r.problems()
         passed = sum(t.verdict == "PASS" for t in r.run.results)
         print(f"{'FAIL' if problems else 'PASS'} {r.label}: {passed} guest scripts passed, "
               f"{len(r.verdict.reports)} debugger reports, {r.seconds:.0f}s")
+        for t in r.run.results:
+            took = f"{t.seconds:6.1f}s" if t.seconds is not None else "      ?"
+            print(f"    {t.verdict:4} {took} {t.name}: {t.detail}")
         for line in problems:
             print("    " + line.replace("\n", "\n    "))
         if problems:
             print(f"    console: {r.console_file}")
+            fails += [f"test-debug {arch} {r.label}: {line.splitlines()[0]}"
+                      for line in problems]
         for b in r.verdict.boot:
             print(f"    (before init, the kernel's own) {b.kind}: {b.title}")
         ok = ok and not problems
@@ -319,6 +355,26 @@ def skip_summary(skips: list[str]) -> list[str]:
             *(f"  SKIP {s}" for s in skips)]
 
 
+# What `invoke test` runs on the debug kernel (issue 24; README "Under the kernel's
+# debuggers"): the detectors (one guest) and the debug profile with every 20th point of
+# its load sweep. `invoke test-debug` runs the whole sweep and the stress profile.
+CI_DEBUG_PROFILES = "debug"
+CI_FAIL_NTH_STEP = 20
+
+
+def ci_debug(fails: list[str]) -> bool:
+    """The debug kernel's part of `invoke test`; its failures go to `fails`."""
+    say(f"test-debug: arm64 detectors and the {CI_DEBUG_PROFILES} profile (every "
+        f"{CI_FAIL_NTH_STEP}th fault point at load); the rest: invoke test-debug")
+    try:
+        return test_debug("arm64", CI_DEBUG_PROFILES, "all", 1, debugrun.DEBUG_TIMEOUT_S,
+                          CI_FAIL_NTH_STEP, fails)
+    except PipelineError as e:
+        fails.append(f"test-debug arm64: {e}")
+        print(f"test-debug arm64: error: {e}")
+        return False
+
+
 def test_all(timeout: float, jobs: int) -> bool:
     """`invoke test` after lint: the Debian packaging tests start in the background (at a
     lower CPU priority: mostly apt, dpkg and DKMS builds), pytest and then test-qemu run in
@@ -352,6 +408,8 @@ def test_all(timeout: float, jobs: int) -> bool:
             say(f"pytest done after {time.monotonic() - start:.0f}s")
             qemu_ok = test_qemu("all", "all", timeout, jobs, skips=skips,
                                 fails=qemu_fails)
+            debug_ok = ci_debug(qemu_fails)
+            say(f"test-debug done after {time.monotonic() - start:.0f}s")
             if pkg.poll() is None:
                 pkg.send_signal(pkgtest.MORE_LANES)  # the CPUs are free now
                 say(f"test-qemu done after {time.monotonic() - start:.0f}s; "
@@ -374,4 +432,4 @@ def test_all(timeout: float, jobs: int) -> bool:
         print("pytest failed (output above)")
     if not pkg_ok:
         print(f"test-package failed (its summary above; whole output in {log})")
-    return unit_ok and pkg_ok and qemu_ok
+    return unit_ok and pkg_ok and qemu_ok and debug_ok

@@ -17,7 +17,8 @@ KINDS = (
     ("lockdep", re.compile(r"WARNING: (possible (circular|recursive) locking|inconsistent "
                            r"lock state|suspicious RCU usage|possible irq lock inversion)"
                            r"|BUG: (held lock freed|bad unlock balance|lock held when "
-                           r"returning)|INFO: possible (recursive|circular)")),
+                           r"returning|Invalid wait context)"
+                           r"|INFO: possible (recursive|circular)")),
     ("atomic-sleep", re.compile(r"BUG: (sleeping function called from invalid context"
                                 r"|scheduling while atomic|using (__this_cpu_\w+|"
                                 r"smp_processor_id)\(\) in preemptible)")),
@@ -33,6 +34,9 @@ KINDS = (
     ("warning", re.compile(r"WARNING: ")),
 )
 REPORT_LINES = 30
+# A guest that commits several bugs in turn marks the log before each (debugrun).
+BUG_MARK = re.compile(r"spmu-detector: bug=(?P<bug>[\w-]+) pid=(?P<pid>\d+)")
+_LEAK_PID = re.compile(r'^\s*comm ".*", pid (?P<pid>\d+)')
 _TIME = re.compile(r"^\[\s*\d+\.\d+\]\s?")
 _BLOCK = re.compile(r"^@@SPMU (?P<name>[A-Z]+)-(?P<edge>BEGIN|END)\s*$")
 
@@ -135,3 +139,27 @@ def judge(console: str) -> Verdict:
     at = next((i for i, ln in enumerate(klog) if INIT_MARK in ln), 0)
     return Verdict(tuple(reports_in(klog[at:]) + leaks), tuple(reports_in(klog[:at])), True,
                    "KMEMLEAK" in b)
+
+
+def by_bug(console: str) -> dict[str, list[Report]]:
+    """The reports of a guest that committed bugs in turn, by bug: a report in the kernel
+    log belongs to the bug whose mark (BUG_MARK) last came before it; a kmemleak entry to
+    the bug whose loading process (the mark's pid) made the allocation. Reports after the
+    init's mark that no bug claims are under ""."""
+    b = blocks(console)
+    klog = b.get("KLOG", [])
+    at = next((i for i, ln in enumerate(klog) if INIT_MARK in ln), 0)
+    found: dict[str, list[Report]] = {}
+    bug, start, pids = "", at, {}
+    for i in range(at, len(klog) + 1):
+        m = BUG_MARK.search(klog[i]) if i < len(klog) else None
+        if m or i == len(klog):
+            found.setdefault(bug, []).extend(reports_in(klog[start:i]))
+            if m:
+                bug, start = m["bug"], i + 1
+                pids[m["pid"]] = bug
+    for leak in leaks_in(b.get("KMEMLEAK", [])):
+        owner = next((pids.get(p["pid"], "") for ln in leak.text.splitlines()
+                      if (p := _LEAK_PID.match(ln))), "")
+        found.setdefault(owner, []).append(leak)
+    return found

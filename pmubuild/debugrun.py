@@ -21,24 +21,39 @@ from .progress import say
 
 REPO = Path(__file__).resolve().parents[1]
 BROKEN_SRC = REPO / "tests" / "debug" / "broken"
-# bug= of tests/debug/broken/broken.c -> the report kind that must show it.
+# bug= of tests/debug/broken/broken.c -> the report kind that must show it. One guest
+# commits them in this order: lockdep turns itself off after its first report, and the
+# mutex in a timer is one for lockdep too (invalid wait context) and a KASAN report turns
+# it off (taint: "Disabling lock debugging"), so lock order comes before both; KASAN
+# reports only its first: its bug comes last.
 DETECTOR_BUGS = {
+    "leak": "kmemleak",
+    "leak-on-error": "kmemleak",
+    "shift": "ubsan",
+    "timer-freed": "debugobjects",
     "lock-order": "lockdep",
     "sleep-in-timer": "atomic-sleep",
     "use-after-free": "kasan",
-    "shift": "ubsan",
-    "timer-freed": "debugobjects",
-    "leak": "kmemleak",
-    "leak-on-error": "kmemleak",
 }
-BROKEN_SCRIPT = """\
-insmod /work/broken/spmu_broken.ko bug={bug}
-echo "insmod rc=$?"
+# Each bug's load marked in the log with the loading process (its kmemleak entries
+# name it); busybox insmod retries a failed finit_module() with init_module(), so a
+# failing init runs twice.
+BUG_SCRIPT = """\
+sh -c 'echo "spmu-detector: bug={bug} pid=$$" > /dev/kmsg
+exec insmod /work/broken/spmu_broken.ko bug={bug}'
+echo "insmod bug={bug} rc=$?"
 grep -q '^spmu_broken ' /proc/modules && rmmod spmu_broken
-true
 """
 # Debug kernels under TCG are slow (KASAN, lockdep): a generous bound per guest.
 DEBUG_TIMEOUT_S = 1800
+# Guests only a debug kernel can run (tests/guest/ARCH-debug): fault injection, hotplug
+# during load and unload. Without -icount, as the detectors: faster, and exact counts
+# are not what these check.
+# slub_debug=A: fault injection in every slab cache but kmemleak's and debug objects'
+# (failslab's cache-filter, set by the scripts).
+DEBUG_PROFILES = {"arm64": (guest.Profile(
+    "debug", False, python=False,
+    params="slub_debug=A;-,kmemleak_object,debug_objects_cache"),)}
 
 
 @dataclass(frozen=True)
@@ -92,8 +107,14 @@ def _boot(label: str, spec: guest.GuestSpec, image: Path, apt: PrivateApt, work:
           expected: tuple[str, ...] = ()) -> DebugRun:
     start = time.monotonic()
     initrd = guest.initramfs(spec, apt, work / f"initrd-{label.replace('/', '-')}.gz")
+    def progress(line: str) -> None:  # each script's verdict as it comes: runs are long
+        for head in ("@@SPMU TEST ", "@@SPMU PROGRESS "):
+            if line.startswith(head):
+                say(f"debug {spec.arch} {label}: {line[len(head):].strip()[:150]} "
+                    f"({time.monotonic() - start:.0f}s)")
+
     run = qemu.boot(spec.arch, image, initrd, spec.mode, timeout, icount=icount, el2=el2,
-                    params=f"spmu.debug=1 {params}".rstrip())
+                    params=f"spmu.debug=1 {params}".rstrip(), on_line=progress)
     took = time.monotonic() - start
     # The whole console stays for reading a report in full.
     kept = work / f"{label.replace('/', '-')}.console"
@@ -104,25 +125,30 @@ def _boot(label: str, spec: guest.GuestSpec, image: Path, apt: PrivateApt, work:
     return DebugRun(label, run, verdict, took, expected, kept)
 
 
-def detector(apt: PrivateApt, arch: str, bug: str, timeout: float = DEBUG_TIMEOUT_S
-             ) -> DebugRun:
-    """One boot of the debug kernel loading tests/debug/broken with bug=`bug`."""
-    if bug not in DETECTOR_BUGS:
-        raise PipelineError(f"unknown bug {bug!r}: one of {', '.join(DETECTOR_BUGS)}")
+def detectors(apt: PrivateApt, arch: str, bugs: list[str], timeout: float = DEBUG_TIMEOUT_S
+              ) -> tuple[DebugRun, dict[str, list[debugjudge.Report]]]:
+    """One boot of the debug kernel loading tests/debug/broken with each of `bugs` in
+    turn (in DETECTOR_BUGS' order): the run, and its reports by bug."""
+    unknown = [b for b in bugs if b not in DETECTOR_BUGS]
+    if unknown or not bugs:
+        what = f"unknown bug {unknown[0]!r}" if unknown else "no bug named"
+        raise PipelineError(f"{what}: one or more of {', '.join(DETECTOR_BUGS)}")
     debugkernel.fragment("debug", arch)  # an arch without a debug kernel: say so first
     k = debugkernel.ensure(apt, arch)
     work = _work(arch)
     ko = build_broken(k.kdir, arch, work / "broken")
-    spec = guest.GuestSpec(arch, k.release, None, mode="cmd",
-                           command=BROKEN_SCRIPT.format(bug=bug), add=[ko.parent])
-    return _boot(f"detector/{bug}", spec, k.image, apt, work, timeout, icount=False)
+    script = "".join(BUG_SCRIPT.format(bug=b) for b in DETECTOR_BUGS if b in bugs) + "true\n"
+    spec = guest.GuestSpec(arch, k.release, None, mode="cmd", command=script, add=[ko.parent])
+    run = _boot("detectors", spec, k.image, apt, work, timeout, icount=False)
+    return run, debugjudge.by_bug(run.run.console)
 
 
 def profiles(apt: PrivateApt, arch: str, names: list[str], stress_cycles: int,
-             timeout: float = DEBUG_TIMEOUT_S) -> list[DebugRun]:
+             timeout: float = DEBUG_TIMEOUT_S, fail_nth_step: int = 1) -> list[DebugRun]:
     """The project's module built for the debug kernel, each named guest profile of
-    `arch` booted on it ("" is the main suite)."""
-    known = {p.name: p for p in guest.PROFILES.get(arch, ())}
+    `arch` booted on it ("" is the main suite). fail_nth_step: the load sweep of the
+    debug profile tries every that-many-th fault point."""
+    known = {p.name: p for p in (*guest.PROFILES.get(arch, ()), *DEBUG_PROFILES.get(arch, ()))}
     unknown = [n for n in names if n not in known]
     if unknown:
         raise PipelineError(f"no {arch} guest profile {unknown[0]!r}: "
@@ -136,6 +162,7 @@ def profiles(apt: PrivateApt, arch: str, names: list[str], stress_cycles: int,
         spec = guest.GuestSpec(arch, k.release, ko, profile=p.name, python=p.python)
         runs.append(_boot(f"profile/{p.name or 'main'}", spec, k.image, apt, work, timeout,
                           icount=p.icount, el2=p.el2,
-                          params=f"spmu.stress_cycles={stress_cycles} {p.params}".rstrip(),
+                          params=f"spmu.stress_cycles={stress_cycles} "
+                                 f"spmu.fail_nth_step={fail_nth_step} {p.params}".rstrip(),
                           expected=guest.manifest(arch, p.name)))
     return runs

@@ -9,7 +9,7 @@ import shutil
 import subprocess
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO
@@ -182,11 +182,13 @@ def command(arch: str, image: Path, initrd: Path, mode: str, smp: int = 2,
 
 
 def boot(arch: str, image: Path, initrd: Path, mode: str = "test", timeout: float = 180,
-         smp: int = 2, icount: bool = True, el2: bool = False, params: str = "") -> GuestRun:
-    """params: extra kernel command-line words (spmu.* settings the guest tests read)."""
+         smp: int = 2, icount: bool = True, el2: bool = False, params: str = "",
+         on_line: Callable[[str], None] | None = None) -> GuestRun:
+    """params: extra kernel command-line words (spmu.* settings the guest tests read);
+    on_line: called with each console line as it comes (progress of a long guest)."""
     argv = command(arch, image, initrd, mode, smp, icount, el2, params)
     start = time.monotonic()
-    lines, times, stderr, qemu_rc = read_console(argv, timeout)
+    lines, times, stderr, qemu_rc = read_console(argv, timeout, on_line)
     console = "".join(lines)
     if qemu_rc not in (0, None):
         console += stderr
@@ -194,11 +196,12 @@ def boot(arch: str, image: Path, initrd: Path, mode: str = "test", timeout: floa
                        start)
 
 
-def read_console(argv: list[str], timeout: float
+def read_console(argv: list[str], timeout: float,
+                 on_line: Callable[[str], None] | None = None
                  ) -> tuple[list[str], list[float], str, int | None]:
     """Run argv, reading its stdout line by line as it comes, each line stamped with the
-    host's monotonic clock: (lines, times, stderr, exit status or None if killed at
-    `timeout`)."""
+    host's monotonic clock (and given to on_line): (lines, times, stderr, exit status or
+    None if killed at `timeout`)."""
     proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE)
     out, errs = proc.stdout, proc.stderr
@@ -211,6 +214,8 @@ def read_console(argv: list[str], timeout: float
         for raw in stream:
             times.append(time.monotonic())
             lines.append(raw.decode(errors="replace"))
+            if on_line:
+                on_line(lines[-1])
 
     readers = [threading.Thread(target=pump, args=(out,)),
                threading.Thread(target=lambda: err.append(errs.read()))]

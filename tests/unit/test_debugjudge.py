@@ -73,6 +73,7 @@ def test_kmemleak_entries_are_reports_each_with_its_backtrace():
     ("UBSAN: shift-out-of-bounds in tests/debug/broken/broken.c:88:3", "ubsan"),
     ("BUG: KCSAN: data-race in spmu_check / spmu_timer_fn", "kcsan"),
     ("WARNING: suspicious RCU usage", "lockdep"),
+    ("[ BUG: Invalid wait context ]", "lockdep"),
     ("Unable to handle kernel paging request at virtual address dead000000000122", "oops"),
     ("INFO: task insmod:95 blocked for more than 120 seconds.", "hung"),
     ("BUG: unable to handle page fault for address: ffff", "bug"),
@@ -130,10 +131,59 @@ def test_test_debug_refuses_bad_input_before_building_anything(monkeypatch):
 
     monkeypatch.setattr(debugkernel, "ensure", no_build)
     with pytest.raises(PipelineError, match="nothing to run"):
-        commands.test_debug("arm64", " , ", False, 1, 1.0)
+        commands.test_debug("arm64", " , ", "none", 1, 1.0)
+    with pytest.raises(PipelineError, match="--bugs 'leak,deadlock': all, none, or some of"):
+        commands.test_debug("arm64", "debug", "leak,deadlock", 1, 1.0)
+    with pytest.raises(PipelineError, match="--bugs ' , ': all, none"):
+        commands.test_debug("arm64", "debug", " , ", 1, 1.0)
     with pytest.raises(PipelineError, match="no arm64 guest profile 'fast'"):
         debugrun.profiles(None, "arm64", ["fast"], 1)  # type: ignore[arg-type]
+    with pytest.raises(PipelineError, match="no amd64 guest profile 'debug'"):
+        debugrun.profiles(None, "amd64", ["debug"], 1)  # type: ignore[arg-type]
     with pytest.raises(PipelineError, match="unknown bug 'deadlock'"):
-        debugrun.detector(None, "arm64", "deadlock")  # type: ignore[arg-type]
+        debugrun.detectors(None, "arm64", ["leak", "deadlock"])  # type: ignore[arg-type]
+    with pytest.raises(PipelineError, match="no bug named"):
+        debugrun.detectors(None, "arm64", [])  # type: ignore[arg-type]
     with pytest.raises(PipelineError, match="no 'debug' debug kernel for riscv64"):
-        debugrun.detector(None, "riscv64", "leak")  # type: ignore[arg-type]
+        debugrun.detectors(None, "riscv64", ["leak"])  # type: ignore[arg-type]
+
+
+def test_debug_bugs_all_none_or_named_in_the_guests_order():
+    from pmubuild import commands, debugrun
+
+    assert commands.debug_bugs("all") == list(debugrun.DETECTOR_BUGS)
+    assert commands.debug_bugs(" none ") == []
+    assert commands.debug_bugs("lock-order, leak") == ["lock-order", "leak"]
+    # lockdep turns itself off at its first report (the mutex in a timer is one) and at
+    # KASAN's: lock order comes before both, use after free last.
+    order = list(debugrun.DETECTOR_BUGS)
+    assert order.index("lock-order") < order.index("sleep-in-timer")
+    assert order[-1] == "use-after-free"
+    script = "".join(debugrun.BUG_SCRIPT.format(bug=b) for b in ("shift", "leak"))
+    assert script.index("bug=shift pid=$$") < script.index("bug=leak pid=$$")
+
+
+def bug_mark(bug: str, pid: int, t: float) -> str:
+    return f"[{t:12.6f}] spmu-detector: bug={bug} pid={pid}"
+
+
+def test_reports_go_to_the_bug_marked_before_them_and_leaks_to_the_loading_pid():
+    klog = [BOOT_WARNING, MARK,
+            "[    1.500000] WARNING: CPU: 0 PID: 1 at x.c:1 stray+0x0/0x4",
+            bug_mark("leak", 101, 2.0), "[    2.1] spmu_broken: leaking 00000000",
+            bug_mark("leak-on-error", 102, 3.0),
+            bug_mark("shift", 103, 4.0), "[    4.1] UBSAN: shift-out-of-bounds in broken.c:80:30",
+            bug_mark("timer-freed", 104, 5.0), *ODEBUG.splitlines(),
+            bug_mark("lock-order", 105, 9.0), *LOCKDEP.splitlines()]
+    leaks = ["unreferenced object 0xffff000001 (size 64):", '  comm "insmod", pid 101, jiffies 1',
+             "  backtrace:", "unreferenced object 0xffff000002 (size 128):",
+             '  comm "insmod", pid 102, jiffies 2', "unreferenced object 0xffff000003 (size 8):",
+             '  comm "swapper/0", pid 1, jiffies 3']
+    found = debugjudge.by_bug(console(klog, leaks))
+    kinds = {bug: [r.kind for r in rs] for bug, rs in found.items()}
+    assert kinds == {"": ["warning", "kmemleak"], "leak": ["kmemleak"],
+                     "leak-on-error": ["kmemleak"], "shift": ["ubsan"],
+                     "timer-freed": ["debugobjects"], "lock-order": ["lockdep"]}
+    assert "pid 102" in found["leak-on-error"][0].text
+    # The boot's own warning, before init, is nobody's.
+    assert all("early_thing" not in r.text for rs in found.values() for r in rs)

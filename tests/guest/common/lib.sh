@@ -200,3 +200,40 @@ knobs_unchanged() {
 	[ "$_now" = "$(cat $KNOBS)" ] ||
 		fail "$1: $(echo $_now) (before the first load: $(echo $(cat $KNOBS)))"
 }
+
+# progress TEXT: a line on the console while a long script runs (its output is shown
+# only when it ends), for the host to show as it comes.
+progress() {
+	echo "@@SPMU PROGRESS $*" > /dev/console
+}
+
+# Fault injection, for the debug guest's scripts (tests/guest/arm64-debug).
+FI=/sys/kernel/debug
+# That guest runs without -icount, where QEMU has no INST_RETIRED (the default event).
+EV=events=0x11
+
+# Per-task fail-nth reaches slab allocations and page allocations of order 1 and more
+# that may sleep too (the kernel skips those by default). Single pages stay out, as by
+# default: they do not fail in practice, and the loader's vmalloc'd copy of the module
+# alone makes hundreds. verbose 0: no report of each injected failure (the script says
+# which N it is at). Slab caches: only those slub_debug=A marks (the debug guest's
+# command line: all but the debuggers' own, whose failures they absorb, so that a
+# point there would only cost a load).
+fault_setup() {
+	[ -d $FI/failslab ] || fail "no $FI/failslab: not a fault-injection kernel"
+	for a in failslab fail_page_alloc; do
+		echo N > $FI/$a/ignore-gfp-wait || fail "cannot set $a/ignore-gfp-wait"
+		echo 0 > $FI/$a/verbose || fail "cannot set $a/verbose"
+	done
+	echo Y > $FI/failslab/cache-filter || fail "cannot set failslab/cache-filter"
+	[ "$(cat /sys/kernel/slab/kmalloc-1k/failslab)" = 1 ] ||
+		fail "kmalloc-1k is not marked for failslab (no slub_debug=A on the command line?)"
+}
+
+# left_nothing WHAT: no module, no sysfs directory, no device node.
+left_nothing() {
+	grep -q "^simple_pmu " /proc/modules && fail "$1: the module is still loaded"
+	[ -e /sys/devices/system/simple-pmu ] && fail "$1: /sys/devices/system/simple-pmu is left"
+	[ -e /dev/simple-pmu ] && fail "$1: /dev/simple-pmu is left"
+	true
+}
