@@ -230,6 +230,8 @@ def test_debug(arch: str, profiles: str, bugs: str, stress_cycles: int,
                       for line in problems]
         for b in r.verdict.boot:
             print(f"    (before init, the kernel's own) {b.kind}: {b.title}")
+        for k, why in r.verdict.known:
+            print(f"    (not counted, {why}) {k.kind}: {k.title}")
         ok = ok and not problems
     print(f"test-debug {arch}: {'ok' if ok else 'FAILED'} in {time.monotonic() - start:.0f}s")
     return ok

@@ -44,16 +44,19 @@ exec insmod /work/broken/spmu_broken.ko bug={bug}'
 echo "insmod bug={bug} rc=$?"
 grep -q '^spmu_broken ' /proc/modules && rmmod spmu_broken
 """
+# The kernel log is read once, at the end: large enough for a whole run (the kernel's
+# 128 KiB holds about 100 load/unload cycles; a log that lost its start fails the judge).
+LOG_BUF_LEN = "32M"
 # Debug kernels under TCG are slow (KASAN, lockdep): a generous bound per guest.
 DEBUG_TIMEOUT_S = 1800
 # Guests only a debug kernel can run (tests/guest/ARCH-debug): fault injection, hotplug
 # during load and unload. Without -icount, as the detectors: faster, and exact counts
 # are not what these check.
 # slub_debug=A: fault injection in every slab cache but kmemleak's and debug objects'
-# (failslab's cache-filter, set by the scripts).
+# (failslab's cache-filter, set by the scripts), whose failures they absorb.
 DEBUG_PROFILES = {"arm64": (guest.Profile(
     "debug", False, python=False,
-    params="slub_debug=A;-,kmemleak_object,debug_objects_cache"),)}
+    params="slub_debug=A;-,kmemleak_object,kmemleak_scan_area,debug_objects_cache"),)}
 
 
 @dataclass(frozen=True)
@@ -114,7 +117,8 @@ def _boot(label: str, spec: guest.GuestSpec, image: Path, apt: PrivateApt, work:
                     f"({time.monotonic() - start:.0f}s)")
 
     run = qemu.boot(spec.arch, image, initrd, spec.mode, timeout, icount=icount, el2=el2,
-                    params=f"spmu.debug=1 {params}".rstrip(), on_line=progress)
+                    params=f"spmu.debug=1 log_buf_len={LOG_BUF_LEN} {params}".rstrip(),
+                    on_line=progress)
     took = time.monotonic() - start
     # The whole console stays for reading a report in full.
     kept = work / f"{label.replace('/', '-')}.console"

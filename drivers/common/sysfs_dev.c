@@ -258,7 +258,7 @@ int spmu_sysfs_register(const struct attribute_group **groups, bool per_cpu)
 	err = subsys_system_register(&spmu_subsys, NULL);
 	if (err) {
 		/* It may have registered the bus and unregistered it again. */
-		spmu_bus_wait_released(&spmu_subsys);
+		spmu_bus_wait_failed_register(&spmu_subsys);
 		pr_err("cannot register sysfs subsystem (%d)\n", err);
 		goto err_dirs;
 	}

@@ -714,7 +714,9 @@ def test_bus_wait_released_follows_the_tree(tmp_path, have):
     kdir = make_tree(tmp_path / "t", files={
         "include/linux/device/bus.h": bus,
         "include/linux/device.h": "#include <linux/device/bus.h>\n" + DEVICE_OLD,
-        "include/linux/delay.h": "#define READ_ONCE(x) (x)\nvoid msleep(unsigned int msecs);\n",
+        "include/linux/delay.h": "#define READ_ONCE(x) (x)\n#define WRITE_ONCE(x, v) ((x) = (v))"
+                                 "\n#define IS_ENABLED(o) 1\n#define NULL ((void *)0)\n"
+                                 "void msleep(unsigned int msecs);\n",
         "include/linux/printk.h": "#define pr_warn(...) ((void)0)\n"})
     out = tmp_path / "compat.h"
     compat.write(kdir, out)
@@ -723,7 +725,19 @@ def test_bus_wait_released_follows_the_tree(tmp_path, have):
                      re.M | re.S).group(1)
     assert ("while (READ_ONCE(bus->p)) {" in body and "msleep(20);" in body) == have, body
     assert body.strip() == "" if not have else "pr_warn(" in body
+    # After a failed register: with DEBUG_KOBJECT_RELEASE a placeholder in bus->p, waited
+    # for (bounded) until the late release writes NULL, and NULL again after.
+    failed = re.search(r"spmu_bus_wait_failed_register\(struct bus_type \*bus\)\n\{\n(.*?)^\}",
+                       text, re.M | re.S).group(1)
+    if have:
+        assert "if (!IS_ENABLED(CONFIG_DEBUG_KOBJECT_RELEASE))\n\t\treturn;" in failed
+        assert failed.index("WRITE_ONCE(bus->p, (struct subsys_private *)bus);") < \
+            failed.index("READ_ONCE(bus->p) && waited_ms < 10000") < \
+            failed.rindex("WRITE_ONCE(bus->p, NULL);")
+    else:
+        assert failed.strip() == "", failed
     proc = gcc_syntax_check(tmp_path, out, "void f(struct bus_type *b);\n"
-                            "void f(struct bus_type *b) { spmu_bus_wait_released(b); }\n",
+                            "void f(struct bus_type *b) { spmu_bus_wait_released(b); "
+                            "spmu_bus_wait_failed_register(b); }\n",
                             kdir / "include")
     assert proc.returncode == 0, proc.stderr

@@ -52,6 +52,20 @@ def test_a_clean_log_has_no_problem_and_a_missing_log_is_one():
         "the guest printed no kernel log (@@SPMU KLOG): nothing was judged"]
 
 
+def test_a_log_that_lost_its_start_or_a_run_without_kmemleak_fails():
+    # The buffer wrapped: the init's mark is gone, so is whatever came before it.
+    v = debugjudge.judge(console(["[   99.0] simple-pmu: loaded", BOOT_WARNING], []))
+    assert not v.marked and [r.kind for r in v.reports] == ["warning"]
+    assert any("lost its start" in p for p in v.problems())
+    # kmemleak refused its scan (it turned itself off): no block, and that fails.
+    v = debugjudge.judge(console([MARK], None))
+    assert v.problems() == ["no kmemleak scan (@@SPMU KMEMLEAK): leaks were not judged"]
+    off = debugjudge.judge(console([MARK, "[    5.0] kmemleak: Cannot allocate a kmemleak_object "
+                                          "structure", "[    5.1] kmemleak: Kernel memory leak "
+                                          "detector disabled"], []))
+    assert {r.kind for r in off.reports} == {"kmemleak-off"}
+
+
 def test_kmemleak_entries_are_reports_each_with_its_backtrace():
     leak = ["unreferenced object 0xffff000003a1b400 (size 64):",
             '  comm "insmod", pid 95, jiffies 4294893670 (age 8.100s)',
@@ -187,3 +201,31 @@ def test_reports_go_to_the_bug_marked_before_them_and_leaks_to_the_loading_pid()
     assert "pid 102" in found["leak-on-error"][0].text
     # The boot's own warning, before init, is nobody's.
     assert all("early_thing" not in r.text for rs in found.values() for r in rs)
+
+
+KSET_LEAK = """\
+unreferenced object 0xffffff8002e0d200 (size 128):
+  comm "failnth", pid 522, jiffies 4295042727
+  hex dump (first 32 bytes):
+    73 69 6d 70 6c 65 2d 70 6d 75 00 00 51 00 3d 07  simple-pmu..Q.=.
+    69 76 65 72 73 2f 6f 66 5f 66 69 78 65 64 5f 66  ivers/of_fixed_f
+  backtrace:
+    [<ffffffc0081e032c>] kstrdup+0x60/0x80
+    [<ffffffc0083b3320>] kobject_set_name_vargs+0x4c/0xc8
+    [<ffffffc0083b3434>] kobject_set_name+0x98/0xb0
+    [<ffffffc0083510b8>] bus_register+0xa8/0x2d0
+    [<ffffffc008351894>] subsys_system_register+0x18/0x20
+    [<ffffffc000403bcc>] 0xffffffc000403bcc""".splitlines()
+
+
+def test_the_6_1_kset_register_leak_is_shown_not_counted_and_nothing_like_it():
+    v = debugjudge.judge(console([MARK], KSET_LEAK))
+    assert v.reports == () and v.problems() == []
+    assert len(v.known) == 1 and "6.1's kset_register()" in v.known[0][1]
+    # Another object's name, or the frames apart: the module's own, counted.
+    other = [ln.replace("simple-pmu", "other-bus!") for ln in KSET_LEAK]
+    apart = [*KSET_LEAK[:9], "    [<ffffffc0083b3500>] spmu_sysfs_register+0x10/0x20",
+             *KSET_LEAK[9:]]
+    for leak in (other, apart):
+        v = debugjudge.judge(console([MARK], leak))
+        assert [r.kind for r in v.reports] == ["kmemleak"] and v.known == ()

@@ -25,7 +25,7 @@ def run(exe: Path, *args: str) -> subprocess.CompletedProcess[str]:
 @pytest.mark.parametrize("args, says", [
     ((), "usage: failnth N"),
     (("1", "load"), "usage: failnth N"),
-    (("0", "load", "/x"), "N must be 1 or more, not 0"),
+    (("-1", "load", "/x"), "N must be 0 (inject nothing) or more, not -1"),
     (("x", "load", "/x"), "bad N: x"),
 ])
 def test_bad_use_is_refused_before_anything_is_armed(failnth, args, says):

@@ -298,6 +298,35 @@ def test_kernel_log_clean_fails_on_a_warning(tmp_path, line):
     assert r.returncode == 1 and "FAIL: kernel log:" in r.stdout and line in r.stdout
 
 
+WARN_ALLOC = """\
+[   40.1] insmod: vmalloc error: size 135168, vm_struct allocation failed, mode:0xcc0(GFP_KERNEL)
+[   40.1] CPU: 0 PID: 77 Comm: insmod Not tainted 6.1.192 #1
+[   40.1] Call trace:
+[   40.1]  dump_backtrace+0x0/0x1e0
+"""
+
+
+@pytest.mark.parametrize("debug", [False, True])
+def test_kernel_log_clean_on_a_debug_kernel_leaves_a_bare_call_trace_to_the_judge(
+        tmp_path, debug):
+    """An injected allocation failure's warn_alloc() dump is no report on a debug kernel
+    (spmu.debug=1: the host's judge reads each report by its title); elsewhere, and a
+    WARNING anywhere, fails."""
+    cmdline = tmp_path / "cmdline"
+    cmdline.write_text("console=ttyAMA0 quiet" + (" spmu.debug=1" if debug else "") + "\n")
+    bindir = stage(tmp_path)
+    lib = tmp_path / "lib.sh"
+    assert "/proc/cmdline" in lib.read_text()
+    lib.write_text(lib.read_text().replace("/proc/cmdline", str(cmdline)))
+    (tmp_path / "dmesg.out").write_text(CLEAN_LOG + WARN_ALLOC)
+    fake(bindir, "dmesg", f'cat "{tmp_path / "dmesg.out"}"\n')
+    r = run_script_text(tmp_path, (GUEST / "common/99-kernel-log-clean.sh").read_text())
+    assert r.returncode == (0 if debug else 1), r.stdout
+    (tmp_path / "dmesg.out").write_text(CLEAN_LOG + WARN_ALLOC + "[   41.0] WARNING: CPU: 1\n")
+    r = run_script_text(tmp_path, (GUEST / "common/99-kernel-log-clean.sh").read_text())
+    assert r.returncode == 1 and "WARNING: CPU: 1" in r.stdout
+
+
 # --- others_offline / others_online (29-mhz-tool, 45-bench-icount) -----------------------
 
 def stage_cpus(tmp: Path, online: dict[int, int]) -> None:

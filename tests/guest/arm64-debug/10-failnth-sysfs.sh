@@ -4,7 +4,7 @@
 # with its error and changes nothing the attribute shows; after each, the old value
 # is written back and every CPU reads. Leaks and warnings are judged after the run.
 # The events a ring or events write creates again are made by each CPU's hotplug
-# thread, not the writer: 30-event-refused-on-cpu1 fails one there.
+# thread, not the writer: 30-failnth-cpuhp fails one there.
 . /tests/lib.sh
 fault_setup
 modprobe $MOD $EV || fail "modprobe failed: $(dmesg | tail -n 3)"

@@ -10,6 +10,9 @@
  *   failnth N join NODE              ioctl JOIN on NODE (opened first); then
  *                                    one PMCCNTR_EL0 read, on arm64
  *
+ * N = 0 injects nothing: one plain call (busybox insmod and modprobe try
+ * init_module() again after a failed finit_module()).
+ *
  * Prints one line: n=N rc=R errno=NAME injected=0|1 left=L [read=ok|sigill].
  * injected=0: the call made fewer than N fault-capable calls, so nothing was
  * failed (a sweep N = 1, 2, ... ends there); it made N - L of them. Exit status 0 after that line; 2
@@ -54,8 +57,8 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	n = spmu_arg(argv[1], "N");
-	if (n < 1) {
-		fprintf(stderr, "failnth: N must be 1 or more, not %ld\n", n);
+	if (n < 0) {
+		fprintf(stderr, "failnth: N must be 0 (inject nothing) or more, not %ld\n", n);
 		return 2;
 	}
 	if (!((!strcmp(argv[2], "load") && argc <= 5) ||
@@ -84,6 +87,7 @@ int main(int argc, char **argv)
 		fd = open_or_die(argv[3], O_RDONLY);
 		if (arm(ctl, n))
 			return 2;
+		/* SPMU_IOC_JOIN (guestlib.h has it on arm64 only; built for amd64 too) */
 		rc = ioctl(fd, _IO(0xB9, 0x01));
 	}
 	err = rc < 0 ? errno : 0;
@@ -104,6 +108,6 @@ int main(int argc, char **argv)
 	}
 #endif
 	printf("n=%ld rc=%ld errno=%s injected=%d left=%ld%s\n", n, rc,
-	       err ? strerrorname_np(err) : "0", atol(left) == 0, atol(left), rd);
+	       err ? strerrorname_np(err) : "0", n && atol(left) == 0, atol(left), rd);
 	return 0;
 }
