@@ -77,6 +77,9 @@ def test_kmemleak_entries_are_reports_each_with_its_backtrace():
     v = debugjudge.judge(console([MARK], leak))
     assert [r.kind for r in v.reports] == ["kmemleak", "kmemleak"]
     assert "spmu_commit" in v.reports[0].text and "0xffff000003a1b800" in v.reports[1].title
+    # A long backtrace is cut as other reports are.
+    deep = debugjudge.leaks_in(leak[:3] + [f"    [<0>] f{i}+0x0/0x4" for i in range(50)])
+    assert len(deep[0].text.splitlines()) == debugjudge.REPORT_LINES
 
 
 @pytest.mark.parametrize(("line", "kind"), [
@@ -89,6 +92,7 @@ def test_kmemleak_entries_are_reports_each_with_its_backtrace():
     ("WARNING: suspicious RCU usage", "lockdep"),
     ("[ BUG: Invalid wait context ]", "lockdep"),
     ("Unable to handle kernel paging request at virtual address dead000000000122", "oops"),
+    ("Kernel panic - not syncing: Attempted to kill init! exitcode=0x0000000b", "oops"),
     ("INFO: task insmod:95 blocked for more than 120 seconds.", "hung"),
     ("BUG: unable to handle page fault for address: ffff", "bug"),
     ("WARNING: CPU: 1 PID: 7 at drivers/common/counters.c:99 spmu_check+0x1/0x2", "warning"),

@@ -14,6 +14,7 @@ summary=""
 sweep() { # ATTR NEW: the sweep for one attribute, from its current value to NEW
 	attr=$1 new=$2
 	old=$(cat $SYSFS/$attr)
+	[ "$old" != "$new" ] || fail "$attr is '$new' already: the sweep would prove nothing"
 	n=1 failed=0
 	while :; do
 		out=$(failnth $n write $SYSFS/$attr "$new") || fail "failnth $n write $attr: $out"

@@ -1,0 +1,260 @@
+"""pmubuild.debugrun and commands.test_debug / ci_debug / test_all without a kernel or QEMU:
+the debug kernel, the builds, the initramfs and the boot are fakes; the fake guest answers
+the script it was given (each bug marked, then reported by its detector, unless told
+otherwise). What must fail: a detector missing its bug or reporting another kind, a
+report before the first bug, a guest that printed no kernel log or crashed, a profile run
+with a report or a failed script, a debug part of `invoke test` that failed or raised."""
+
+import re
+import subprocess
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+from pmubuild import build, commands, debugjudge, debugkernel, debugrun, guest, qemu
+from pmubuild.errors import PipelineError
+from tests.unit.test_debugjudge import MARK, bug_mark, console
+
+# One title per detector, as each reports its bug (kmemleak: an entry with the pid).
+TITLE = {
+    "ubsan": "UBSAN: shift-out-of-bounds in tests/debug/broken/broken.c:80:30",
+    "debugobjects": "ODEBUG: free active (active state 0) object type: timer_list",
+    "lockdep": "WARNING: possible circular locking dependency detected",
+    "atomic-sleep": "BUG: sleeping function called from invalid context at mutex.c:580",
+    "kasan": "BUG: KASAN: slab-use-after-free in spmu_commit+0x5c/0x200",
+}
+
+
+class Guest:
+    """The fake guest: what it was booted with, and how it behaves."""
+
+    def __init__(self, tmp: Path, wrong: dict[str, str | None] | None = None,
+                 klog: bool = True, stray: bool = False, crash: bool = False,
+                 results: tuple[str, ...] = (), profile_report: bool = False):
+        self.tmp, self.wrong, self.klog = tmp, wrong or {}, klog
+        self.stray, self.crash = stray, crash
+        self.results, self.profile_report = results, profile_report
+        self.boots: list[dict] = []
+
+    def initramfs(self, spec, apt, out):
+        self.spec = spec
+        return out
+
+    def boot(self, arch, image, initrd, mode="test", timeout=180, smp=2, icount=True,
+             el2=False, params="", on_line=None):
+        self.boots.append(dict(spec=self.spec, icount=icount, el2=el2, params=params,
+                               timeout=timeout))
+        text = self.detectors(self.spec.command) if self.spec.mode == "cmd" else self.profile()
+        if self.crash:
+            text = text.replace("@@SPMU CMD-END", "[   9.0] Unable to handle kernel paging "
+                                "request\r\n@@SPMU CMD-END")
+        return qemu.GuestRun.of(text, 1.0, False, 0)
+
+    def detectors(self, script: str) -> str:
+        klog, leaks = [MARK], []
+        if self.stray:
+            klog.append("[    1.5] WARNING: CPU: 0 PID: 1 at x.c:1 stray+0x0/0x4")
+        for i, bug in enumerate(re.findall(r"bug=([\w-]+) pid=", script)):
+            pid = 100 + i
+            klog.append(bug_mark(bug, pid, 2.0 + i))
+            kind = self.wrong.get(bug, debugrun.DETECTOR_BUGS[bug])
+            if kind == "kmemleak":
+                leaks += [f"unreferenced object 0xffff00000{i} (size 64):",
+                          f'  comm "insmod", pid {pid}, jiffies 1']
+            elif kind is not None:
+                klog.append(f"[{2.5 + i:12.6f}] {TITLE[kind]}")
+        text = console(klog, leaks)
+        return text if self.klog else text.split("@@SPMU KLOG-BEGIN")[0]
+
+    def profile(self) -> str:
+        klog = [MARK] + ([f"[    5.0] {TITLE['kasan']}"] if self.profile_report else [])
+        lines = ["@@SPMU BOOTED release=6.1.0 machine=aarch64 cpus=2",
+                 *(f"@@SPMU TEST {n} {'FAIL' if n.startswith('!') else 'PASS'} x"
+                   .replace("!", "") for n in self.results),
+                 "@@SPMU KMEMLEAK-BEGIN", "@@SPMU KMEMLEAK-END",
+                 "@@SPMU KLOG-BEGIN", *klog, "@@SPMU KLOG-END", "@@SPMU DONE"]
+        return "\r\n".join(lines) + "\r\n"
+
+
+@pytest.fixture
+def fake(monkeypatch, tmp_path):
+    """Install a Guest (returned by calling the fixture) in place of kernel, builds, QEMU."""
+    def install(**kw) -> Guest:
+        g = Guest(tmp_path, **kw)
+        k = SimpleNamespace(kdir=tmp_path / "kdir", release="6.1.0", image=tmp_path / "Image")
+        monkeypatch.setattr(debugkernel, "ensure", lambda apt, arch: k)
+        monkeypatch.setattr(debugrun, "build_broken",
+                            lambda kdir, arch, out: tmp_path / "broken" / "spmu_broken.ko")
+        monkeypatch.setattr(build, "build", lambda kdir: SimpleNamespace(ko=tmp_path / "m.ko"))
+        monkeypatch.setattr(debugrun, "_work", lambda arch: tmp_path)
+        monkeypatch.setattr(guest, "initramfs", g.initramfs)
+        monkeypatch.setattr(qemu, "boot", g.boot)
+        monkeypatch.setattr(commands, "PrivateApt", lambda: None)
+        return g
+    return install
+
+
+def debug(*a, **k) -> tuple[bool, list[str]]:
+    fails: list[str] = []
+    return commands.test_debug(*a, fails=fails, **k), fails
+
+
+# --- the detectors ------------------------------------------------------------------------
+
+def test_every_detector_catching_its_bug_passes(fake, capsys):
+    g = fake()
+    ok, fails = debug("arm64", "", "all", 1, 1.0)
+    assert ok and fails == [], capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert out.count("PASS detector") == len(debugrun.DETECTOR_BUGS)
+    assert g.boots[0]["params"].split()[0] == "spmu.debug=1"  # init marks and dumps the log
+
+
+@pytest.mark.parametrize("bug, kind", [
+    ("lock-order", None), ("lock-order", "atomic-sleep"), ("use-after-free", "ubsan"),
+    ("leak-on-error", None), ("leak", "ubsan"),
+], ids=["missed", "other-kind", "other-kind-2", "leak-missed", "leak-as-ubsan"])
+def test_a_detector_missing_its_bug_fails(fake, bug, kind):
+    fake(wrong={bug: kind})
+    ok, fails = debug("arm64", "", "all", 1, 1.0)
+    assert not ok
+    assert fails == [f"test-debug arm64: detector {debugrun.DETECTOR_BUGS[bug]} missed bug={bug}"]
+
+
+def test_a_guest_that_printed_no_kernel_log_fails_every_detector(fake):
+    fake(klog=False)  # no marks: kmemleak's entry is nobody's (a stray report too)
+    ok, fails = debug("arm64", "", "leak", 1, 1.0)
+    assert not ok and fails[0] == "test-debug arm64: detector kmemleak missed bug=leak"
+
+
+def test_a_report_before_the_first_bug_fails(fake):
+    fake(stray=True)
+    ok, fails = debug("arm64", "", "all", 1, 1.0)
+    assert not ok and len(fails) == 1 and "a report before the first bug" in fails[0]
+
+
+def test_a_crashed_detector_guest_fails(fake):
+    fake(crash=True)
+    ok, fails = debug("arm64", "", "shift", 1, 1.0)
+    assert not ok and any("detectors guest: guest kernel panicked" in f for f in fails)
+
+
+def test_the_guest_commits_the_bugs_in_detector_order_whatever_the_order_asked(fake):
+    g = fake()
+    debug("arm64", "", "use-after-free,lock-order,sleep-in-timer,leak", 1, 1.0)
+    script = g.boots[0]["spec"].command
+    assert re.findall(r"bug=([\w-]+) pid=", script) == [
+        "leak", "lock-order", "sleep-in-timer", "use-after-free"]
+
+
+def test_bug_script_marks_with_the_loading_pid_before_it_loads_and_unloads(tmp_path):
+    """The script run under sh with insmod, rmmod, /dev/kmsg and /proc/modules faked:
+    the mark comes before the load and names the pid insmod runs as (kmemleak's entries
+    name it), and a module left loaded is removed."""
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    log, modules = tmp_path / "kmsg", tmp_path / "modules"
+    for name, body in (("insmod", f'echo "insmod $* pid=$$" >> {log}\n'
+                                  f'echo "spmu_broken 16384 0 - Live" > {modules}\n'),
+                       ("rmmod", f'echo "rmmod $*" >> {log}\n: > {modules}\n')):
+        (bindir / name).write_text("#!/bin/sh\n" + body)
+        (bindir / name).chmod(0o755)
+    modules.write_text("")
+    script = (debugrun.BUG_SCRIPT.format(bug="leak").replace("/dev/kmsg", str(log))
+              .replace("/proc/modules", str(modules)))
+    assert "/dev/" not in script and "/proc/" not in script
+    p = subprocess.run(["sh", "-c", script], capture_output=True, text=True,
+                       env={"PATH": f"{bindir}:/usr/bin:/bin"}, timeout=30)
+    assert p.returncode == 0 and p.stdout == "insmod bug=leak rc=0\n", p.stdout + p.stderr
+    mark, load, unload = log.read_text().splitlines()
+    m = debugjudge.BUG_MARK.search(mark)
+    assert m and m["bug"] == "leak"
+    assert load == f"insmod /work/broken/spmu_broken.ko bug=leak pid={m['pid']}"
+    assert unload == "rmmod spmu_broken"
+
+
+# --- the profiles -------------------------------------------------------------------------
+
+def test_the_debug_profile_boots_with_its_sweep_step_and_failslab_caches(fake):
+    g = fake(results=tuple(guest.manifest("arm64", "debug")))
+    ok, fails = debug("arm64", "debug", "none", 7, 1.0, fail_nth_step=20)
+    assert ok and fails == []
+    (b,) = g.boots
+    words = b["params"].split()
+    assert words[0] == "spmu.debug=1"
+    assert {"spmu.stress_cycles=7", "spmu.fail_nth_step=20",
+            "slub_debug=A;-,kmemleak_object,kmemleak_scan_area,debug_objects_cache"} <= set(words)
+    assert b["spec"].profile == "debug" and not b["icount"]  # no INST_RETIRED: EV=0x11
+    assert b["spec"].module is not None and not b["spec"].python
+
+
+def test_main_is_the_main_suite(fake):
+    g = fake(results=tuple(guest.manifest("arm64")))
+    ok, _ = debug("arm64", "main", "none", 1, 1.0)
+    assert ok and g.boots[0]["spec"].profile == ""
+
+
+@pytest.mark.parametrize("how", ["report", "script-failed", "script-missing"])
+def test_a_profile_run_with_a_report_or_a_failed_or_missing_script_fails(fake, how):
+    names = list(guest.manifest("arm64", "debug"))
+    if how == "script-failed":
+        names[-1] = "!" + names[-1]
+    if how == "script-missing":
+        names.pop(0)
+    fake(results=tuple(names), profile_report=how == "report")
+    ok, fails = debug("arm64", "debug", "none", 1, 1.0)
+    assert not ok and fails and all(f.startswith("test-debug arm64 profile/debug:")
+                                    for f in fails)
+
+
+@pytest.mark.parametrize("step, cycles", [(0, 1), (1, 0)])
+def test_a_sweep_step_or_cycle_count_below_one_is_refused(fake, step, cycles):
+    g = fake()
+    with pytest.raises(PipelineError, match="each 1 or more"):
+        debug("arm64", "debug", "all", cycles, 1.0, fail_nth_step=step)
+    assert g.boots == []
+
+
+# --- the part of `invoke test` ------------------------------------------------------------
+
+def test_ci_debug_runs_the_detectors_and_the_debug_profile_every_20th_point(monkeypatch):
+    seen = []
+    monkeypatch.setattr(commands, "test_debug", lambda *a: seen.append(a) or True)
+    fails: list[str] = []
+    assert commands.ci_debug(fails) is True
+    ((arch, profiles, bugs, _cycles, _timeout, step, passed),) = seen
+    assert (arch, profiles, bugs, step) == ("arm64", "debug", "all", 20)
+    assert passed is fails  # its failures reach the summary of `invoke test`
+
+
+def test_ci_debug_failing_or_raising_is_a_failure_of_invoke_test(monkeypatch):
+    def raises(*a):
+        raise PipelineError("building the debug kernel failed")
+
+    monkeypatch.setattr(commands, "test_debug", raises)
+    fails: list[str] = []
+    assert commands.ci_debug(fails) is False
+    assert fails == ["test-debug arm64: building the debug kernel failed"]
+    monkeypatch.setattr(commands, "test_debug", lambda *a: False)
+    assert commands.ci_debug([]) is False
+
+
+@pytest.mark.parametrize("debug_ok", [True, False])
+def test_invoke_test_fails_when_only_the_debug_part_failed(monkeypatch, tmp_path, debug_ok):
+    class Pkg:
+        pid = 0
+
+        def poll(self):
+            return 0
+
+        def wait(self):
+            return 0
+
+    monkeypatch.setattr(commands, "REPO", tmp_path)
+    monkeypatch.setattr(commands.subprocess, "Popen", lambda *a, **k: Pkg())
+    monkeypatch.setattr(commands.subprocess, "run",
+                        lambda *a, **k: subprocess.CompletedProcess(a, 0))
+    monkeypatch.setattr(commands, "test_qemu", lambda *a, **k: True)
+    monkeypatch.setattr(commands, "ci_debug", lambda fails: debug_ok)
+    assert commands.test_all(1.0, 1) is debug_ok
