@@ -31,8 +31,10 @@ class Guest:
 
     def __init__(self, tmp: Path, wrong: dict[str, str | None] | None = None,
                  klog: bool = True, stray: bool = False, crash: bool = False,
-                 results: tuple[str, ...] = (), profile_report: bool = False):
+                 results: tuple[str, ...] = (), profile_report: bool = False,
+                 anonymous: tuple[str, ...] = ()):
         self.tmp, self.wrong, self.klog = tmp, wrong or {}, klog
+        self.anonymous = anonymous  # bugs whose report names no module: the kernel's own
         self.stray, self.crash = stray, crash
         self.results, self.profile_report = results, profile_report
         self.boots: list[dict] = []
@@ -64,6 +66,8 @@ class Guest:
                           f'  comm "insmod", pid {pid}, jiffies 1']
             elif kind is not None:
                 klog.append(f"[{2.5 + i:12.6f}] {TITLE[kind]}")
+                if bug not in self.anonymous:  # the report's trace names the module
+                    klog.append(f"[{2.5 + i:12.6f}]  spmu_commit+0x5c/0x200 [spmu_broken]")
         text = console(klog, leaks)
         return text if self.klog else text.split("@@SPMU KLOG-BEGIN")[0]
 
@@ -117,6 +121,16 @@ def test_every_detector_catching_its_bug_passes(fake, capsys):
 ], ids=["missed", "other-kind", "other-kind-2", "leak-missed", "leak-as-ubsan"])
 def test_a_detector_missing_its_bug_fails(fake, bug, kind):
     fake(wrong={bug: kind})
+    ok, fails = debug("arm64", "", "all", 1, 1.0)
+    assert not ok
+    assert fails == [f"test-debug arm64: detector {debugrun.DETECTOR_BUGS[bug]} missed bug={bug}"]
+
+
+@pytest.mark.parametrize("bug", ["lock-order", "use-after-free", "timer-freed"])
+def test_a_report_of_the_right_kind_that_names_no_broken_module_is_not_a_catch(fake, bug):
+    """The kernel's own report of that kind in the bug's window (a UBSAN hit in the
+    kernel's code, say) must not pass for the detector catching the module's bug."""
+    fake(anonymous=(bug,))
     ok, fails = debug("arm64", "", "all", 1, 1.0)
     assert not ok
     assert fails == [f"test-debug arm64: detector {debugrun.DETECTOR_BUGS[bug]} missed bug={bug}"]
