@@ -516,6 +516,19 @@ def test_unload_retries_only_while_busy(tmp_path, busy, why, ok, tries):
         assert why in r.stderr
 
 
+# --- members_reaped (49-members, 20-failnth-join) -------------------------------------------
+
+@pytest.mark.parametrize("count, ok", [("0", True), ("1", False)])
+def test_members_reaped_waits_for_zero_then_fails_naming_who(tmp_path, count, ok):
+    stage(tmp_path)
+    (tmp_path / "sysfs" / "members").write_text(count + "\n")
+    fake(tmp_path / "bin", "sleep", "exit 0\n")  # the 100 tries without waiting 1 s
+    r = lib_run(tmp_path, "members_reaped member && echo REAPED")
+    assert ("REAPED" in r.stdout) is ok, r.stdout
+    if not ok:
+        assert "FAIL: members still 1 1 s after every member exited" in r.stdout
+
+
 # --- 49-members: the shared-cpu1 verdicts ---------------------------------------------------
 
 def members_verdict(tmp: Path, m1: str, m2: str, m3: str,

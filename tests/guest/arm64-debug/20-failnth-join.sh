@@ -22,12 +22,7 @@ while :; do
 	[ $((n % 25)) -eq 0 ] && progress "JOIN: N=$n ($failed failed so far)"
 	n=$((n + 1))
 done
-i=0
-while [ "$(cat $SYSFS/members)" != 0 ]; do
-	i=$((i + 1))
-	[ $i -lt 100 ] || fail "members still $(cat $SYSFS/members) 1 s after every joined thread exited"
-	sleep 0.01
-done
+members_reaped "joined thread"
 unload || fail "rmmod after the sweep"
 trap - EXIT
 echo "fail-nth points exercised: $((n - 1)) in JOIN ($failed failed with${errnos:- nothing}); JOIN $n, with none injected, let the thread in"

@@ -90,12 +90,7 @@ done
 has "$m3" '^ok=0 sigill=[1-9]' || fail "non-member on cpu1: '$m3' (members: '$m1' '$m2')"
 [ "$during" -ge 2 ] || fail "members counted $during while two ran"
 # A member that exits without leaving is reaped after its last switch.
-i=0
-while [ "$(cat $SYSFS/members)" != 0 ]; do
-	i=$((i + 1))
-	[ $i -lt 100 ] || fail "members still $(cat $SYSFS/members) 1 s after every member exited"
-	sleep 0.01
-done
+members_reaped member
 # everyone=1 (seed-free, unlike 39's article program): raw readers of any user read on
 # every CPU, and the load warns, naming the exposure.
 unload || fail "rmmod failed"

@@ -206,6 +206,17 @@ knobs_unchanged() {
 		fail "$1: $(echo $_now) (before the first load: $(echo $(cat $KNOBS)))"
 }
 
+# members_reaped WHO: the module's members count drops to 0 within 1 s (WHO: who
+# exited, for the message): a let-in thread that exits is reaped after its last switch.
+members_reaped() {
+	_i=0
+	while [ "$(cat $SYSFS/members)" != 0 ]; do
+		_i=$((_i + 1))
+		[ $_i -lt 100 ] || fail "members still $(cat $SYSFS/members) 1 s after every $1 exited"
+		sleep 0.01
+	done
+}
+
 # progress TEXT: a line on the console while a long script runs (its output is shown
 # only when it ends), for the host to show as it comes.
 progress() {
