@@ -54,9 +54,12 @@ DEBUG_TIMEOUT_S = 1800
 # are not what these check.
 # slub_debug=A: fault injection in every slab cache but kmemleak's and debug objects'
 # (failslab's cache-filter, set by the scripts), whose failures they absorb.
+# initcall_debug: the load sweep tells a failure in the module's init (one message due)
+# from one in the kernel's loader, before the module ran ("calling  spmu_init" logged).
 DEBUG_PROFILES = {"arm64": (guest.Profile(
     "debug", False, python=False,
-    params="slub_debug=A;-,kmemleak_object,kmemleak_scan_area,debug_objects_cache"),)}
+    params="initcall_debug "
+           "slub_debug=A;-,kmemleak_object,kmemleak_scan_area,debug_objects_cache"),)}
 
 
 @dataclass(frozen=True)

@@ -264,7 +264,11 @@ static struct notifier_block spmu_cpu_pm_nb = {
 
 int spmu_access_init(void)
 {
-	return cpu_pm_register_notifier(&spmu_cpu_pm_nb);
+	int ret = cpu_pm_register_notifier(&spmu_cpu_pm_nb);
+
+	if (ret)
+		pr_err("cannot register the CPU PM notifier (%d)\n", ret);
+	return ret;
 }
 
 void spmu_access_exit(void)

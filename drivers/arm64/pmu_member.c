@@ -270,19 +270,28 @@ static int spmu_members_selftest(void)
 	return 0;
 }
 
+static int spmu_members_register_node(void)
+{
+	int ret = misc_register(&spmu_miscdev);
+
+	if (ret)
+		pr_err("cannot register /dev/simple-pmu (%d)\n", ret);
+	return ret;
+}
+
 int spmu_members_init(void)
 {
 	int ret;
 
 	if (spmu_everyone) {
 		pr_warn("everyone=1: every local user, in every container, may read the counters on every CPU; what they count includes other users' work (a side channel): simple-pmu(4)\n");
-		return misc_register(&spmu_miscdev);
+		return spmu_members_register_node();
 	}
 	init_irq_work(&spmu_reap_irq, spmu_reap_irq_fn);
 	preempt_notifier_inc();
 	ret = spmu_members_selftest();
 	if (!ret)
-		ret = misc_register(&spmu_miscdev);
+		ret = spmu_members_register_node();
 	if (ret) {
 		preempt_notifier_dec();
 		return ret;

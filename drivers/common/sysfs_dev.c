@@ -251,8 +251,10 @@ int spmu_sysfs_register(const struct attribute_group **groups, bool per_cpu)
 
 	if (per_cpu) {
 		err = spmu_cpu_dirs_alloc(groups);
-		if (err)
+		if (err) {
+			pr_err("cannot allocate the sysfs cpuN groups (%d)\n", err);
 			return err;
+		}
 		groups = spmu_all_groups;
 	}
 	err = subsys_system_register(&spmu_subsys, NULL);
@@ -279,13 +281,13 @@ int spmu_sysfs_register(const struct attribute_group **groups, bool per_cpu)
 		/* device_register() failed: the last reference frees it. */
 		put_device(dev);
 		wait_for_completion(&spmu_dev_released);
-		pr_err("cannot register sysfs device (%d)\n", err);
 		goto err_subsys;
 	}
 	spmu_dev = dev;
 	return 0;
 
 err_subsys:
+	pr_err("cannot register sysfs device (%d)\n", err);
 	bus_unregister(&spmu_subsys);
 	spmu_bus_wait_released(&spmu_subsys);
 err_dirs:

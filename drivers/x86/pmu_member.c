@@ -216,8 +216,11 @@ int spmu_members_init(void)
 	struct spmu_token *t = spmu_token_new();
 	int ret;
 
-	if (IS_ERR(t))
+	if (IS_ERR(t)) {
+		pr_err("cannot make the cycles event a mapping is checked against (%ld); not loading\n",
+		       PTR_ERR(t));
 		return PTR_ERR(t);
+	}
 	if (!t->event->pmu->event_mapped || !t->event->pmu->event_unmapped) {
 		pr_err("perf's cpu PMU has no event_mapped(): no process could be let in; not loading\n");
 		kref_put(&t->ref, spmu_token_free);
