@@ -8,7 +8,7 @@ import time
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
-from . import build, compat, debugrun, kernels, matrix, matrixrun, pkgtest, signing
+from . import build, compat, debugkernel, debugrun, kernels, matrix, matrixrun, pkgtest, signing
 from . import checkpatch as checkpatch_mod
 from .apt import PrivateApt
 from .errors import PipelineError
@@ -156,10 +156,11 @@ def test_qemu(kernel: str, arch: str, timeout: float, jobs: int,
     return failed == 0
 
 
-def debug_bugs(bugs: str) -> list[str]:
-    """--bugs: "all", "none" or a comma-separated list of DETECTOR_BUGS' names."""
+def debug_bugs(bugs: str, flavour: str = "debug") -> list[str]:
+    """--bugs: "all" (those the `flavour` kernel catches), "none" or a comma-separated
+    list of DETECTOR_BUGS' names."""
     if bugs.strip() == "all":
-        return list(debugrun.DETECTOR_BUGS)
+        return debugrun.flavour_bugs(flavour)
     if bugs.strip() == "none":
         return []
     names = [b.strip() for b in bugs.split(",") if b.strip()]
@@ -171,13 +172,19 @@ def debug_bugs(bugs: str) -> list[str]:
 
 
 def test_debug(arch: str, profiles: str, bugs: str, stress_cycles: int,
-               timeout: float, fail_nth_step: int = 1, fails: list[str] | None = None) -> bool:
-    """The debug kernel (pmubuild.debugkernel) for `arch`: the detectors proven, each on
-    its deliberate bug (`bugs`, one guest), then the named guest profiles ("main",
-    "stress", "kvm", "debug") with the module; every report printed. True when each
-    detector caught its bug and the module's runs have none."""
+               timeout: float, fail_nth_step: int = 1, fails: list[str] | None = None,
+               flavour: str = "debug") -> bool:
+    """The `flavour` kernel (pmubuild.debugkernel: "debug" or "kcsan") for `arch`: the
+    detectors proven, each on its deliberate bug (`bugs`, one guest), then the named guest
+    profiles ("main", "stress", "kvm", "debug") with the module; every report printed.
+    True when each detector caught its bug and the module's runs have none."""
+    if flavour not in debugkernel.FLAVOURS:
+        raise PipelineError(f"test-debug: --flavour {flavour!r}: one of "
+                            + ", ".join(debugkernel.FLAVOURS))
+    debugkernel.fragment(flavour, arch)  # an arch without that kernel: say so first
+    where = arch if flavour == "debug" else f"{flavour} {arch}"
     names = [p.strip() for p in profiles.split(",") if p.strip()]
-    chosen = debug_bugs(bugs)
+    chosen = debug_bugs(bugs, flavour)
     if fail_nth_step < 1 or stress_cycles < 1:
         raise PipelineError(f"test-debug: --fail-nth-step {fail_nth_step} and "
                             f"--stress-cycles {stress_cycles}: each 1 or more")
@@ -188,8 +195,8 @@ def test_debug(arch: str, profiles: str, bugs: str, stress_cycles: int,
     ok = True
     start = time.monotonic()
     if chosen:
-        r, found = debugrun.detectors(apt, arch, chosen, timeout)
-        print(f"debug {arch} detectors: one guest, {len(chosen)} bugs, {r.seconds:.0f}s")
+        r, found = debugrun.detectors(apt, arch, chosen, timeout, flavour)
+        print(f"{flavour} {arch} detectors: one guest, {len(chosen)} bugs, {r.seconds:.0f}s")
         for bug in chosen:
             kind = debugrun.DETECTOR_BUGS[bug]
             mine = found.get(bug, [])
@@ -201,22 +208,22 @@ def test_debug(arch: str, profiles: str, bugs: str, stress_cycles: int,
                 print(f"PASS detector {kind} caught bug={bug}: {caught[0].title}")
             else:
                 ok = False
-                fails.append(f"test-debug {arch}: detector {kind} missed bug={bug}")
+                fails.append(f"test-debug {where}: detector {kind} missed bug={bug}")
                 print(f"FAIL detector {kind} missed bug={bug}; its reports: "
                       + ("; ".join(x.title for x in mine) or "none"))
         stray = found.get("", [])
         for x in stray:  # after init, before the first bug: not the broken module's
-            fails.append(f"test-debug {arch}: a report before the first bug: {x.title}")
+            fails.append(f"test-debug {where}: a report before the first bug: {x.title}")
             print(f"FAIL a report before the first bug: {x.kind}: {x.title}")
         trouble = r.run.problem()
         if trouble:
-            fails.append(f"test-debug {arch}: detectors guest: {trouble}")
+            fails.append(f"test-debug {where}: detectors guest: {trouble}")
             print(f"FAIL detectors guest: {trouble}")
         if stray or trouble or not ok:
             ok = False
             print(f"    console: {r.console_file}")
     runs = debugrun.profiles(apt, arch, ["" if n == "main" else n for n in names],
-                             stress_cycles, timeout, fail_nth_step) if names else []
+                             stress_cycles, timeout, fail_nth_step, flavour) if names else []
     for r in runs:
         problems = r.problems()
         passed = sum(t.verdict == "PASS" for t in r.run.results)
@@ -229,14 +236,14 @@ def test_debug(arch: str, profiles: str, bugs: str, stress_cycles: int,
             print("    " + line.replace("\n", "\n    "))
         if problems:
             print(f"    console: {r.console_file}")
-            fails += [f"test-debug {arch} {r.label}: {line.splitlines()[0]}"
+            fails += [f"test-debug {where} {r.label}: {line.splitlines()[0]}"
                       for line in problems]
         for b in r.verdict.boot:
             print(f"    (before init, the kernel's own) {b.kind}: {b.title}")
         for k, why in r.verdict.known:
             print(f"    (not counted, {why}) {k.kind}: {k.title}")
         ok = ok and not problems
-    print(f"test-debug {arch}: {'ok' if ok else 'FAILED'} in {time.monotonic() - start:.0f}s")
+    print(f"test-debug {where}: {'ok' if ok else 'FAILED'} in {time.monotonic() - start:.0f}s")
     return ok
 
 

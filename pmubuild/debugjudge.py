@@ -69,7 +69,7 @@ class Verdict:
     reports: tuple[Report, ...]  # after the init's mark: each fails the run
     boot: tuple[Report, ...]  # before it: the kernel's own
     klog: bool  # the guest printed its kernel log
-    kmemleak: bool  # and its kmemleak scan
+    kmemleak: bool | None  # and its kmemleak scan (None: a kernel without kmemleak)
     marked: bool = True  # the log still holds the init's mark: nothing before it lost
     known: tuple[tuple[Report, str], ...] = ()  # KNOWN_KERNEL_LEAKS, with why: not counted
 
@@ -80,7 +80,7 @@ class Verdict:
         elif not self.marked:
             out.append(f"the kernel log lost its start ('{INIT_MARK}' is gone: the buffer "
                        "wrapped): reports there would be unseen")
-        if self.klog and not self.kmemleak:
+        if self.klog and self.kmemleak is False:
             out.append("no kmemleak scan (@@SPMU KMEMLEAK): leaks were not judged")
         return out
 
@@ -161,13 +161,14 @@ def known_leak(leak: Report) -> str | None:
     return None
 
 
-def judge(console: str) -> Verdict:
+def judge(console: str, kmemleak: bool = True) -> Verdict:
+    """The guest's console judged; `kmemleak`: the kernel has it, so a scan is due."""
     b = blocks(console)
     klog = b.get("KLOG")
     found = leaks_in(b["KMEMLEAK"]) if "KMEMLEAK" in b else []
     known = tuple((r, why) for r in found if (why := known_leak(r)))
     leaks = [r for r in found if not known_leak(r)]
-    scanned = "KMEMLEAK" in b
+    scanned = ("KMEMLEAK" in b) if kmemleak else None
     if klog is None:
         return Verdict(tuple(leaks), (), False, scanned, known=known)
     at = next((i for i, ln in enumerate(klog) if INIT_MARK in ln), None)

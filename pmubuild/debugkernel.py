@@ -50,6 +50,11 @@ UNSET = ("SLOB", "PANIC_ON_OOPS")
 FLAVOURS = {"debug": ("amd64", "arm64"), "kcsan": ("arm64",)}
 
 
+def has_kmemleak(flavour: str) -> bool:
+    """Whether the `flavour` kernel scans for leaks (its guests must print a scan)."""
+    return "DEBUG_KMEMLEAK" in DETECTORS[flavour]
+
+
 def fragment(flavour: str, arch: str) -> str:
     if arch not in FLAVOURS.get(flavour, ()):
         raise PipelineError(f"no {flavour!r} debug kernel for {arch}: "

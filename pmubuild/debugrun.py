@@ -34,7 +34,16 @@ DETECTOR_BUGS = {
     "lock-order": "lockdep",
     "sleep-in-timer": "atomic-sleep",
     "use-after-free": "kasan",
+    "data-race": "kcsan",
 }
+# The kernel (pmubuild.debugkernel's flavour) whose detector catches each bug; the rest
+# are the "debug" kernel's. KCSAN excludes KASAN: its bug has a kernel of its own.
+BUG_FLAVOUR = {"data-race": "kcsan"}
+
+
+def flavour_bugs(flavour: str) -> list[str]:
+    """DETECTOR_BUGS whose detector the `flavour` kernel has, in the guest's order."""
+    return [b for b in DETECTOR_BUGS if BUG_FLAVOUR.get(b, "debug") == flavour]
 # Each bug's load marked in the log with the loading process (its kmemleak entries
 # name it); busybox insmod retries a failed finit_module() with init_module(), so a
 # failing init runs twice.
@@ -85,9 +94,9 @@ class DebugRun:
         return out
 
 
-def _work(arch: str) -> Path:
-    """build/debug-ARCH: initramfs images, the broken module, the kept consoles."""
-    work = REPO / "build" / f"debug-{arch}"
+def _work(arch: str, flavour: str = "debug") -> Path:
+    """build/FLAVOUR-ARCH: initramfs images, the broken module, the kept consoles."""
+    work = REPO / "build" / f"{flavour}-{arch}"
     work.mkdir(parents=True, exist_ok=True)
     return work
 
@@ -110,7 +119,7 @@ def build_broken(kdir: Path, arch: str, out: Path) -> Path:
 
 def _boot(label: str, spec: guest.GuestSpec, image: Path, apt: PrivateApt, work: Path,
           timeout: float, icount: bool, el2: bool = False, params: str = "",
-          expected: tuple[str, ...] = ()) -> DebugRun:
+          expected: tuple[str, ...] = (), kmemleak: bool = True) -> DebugRun:
     start = time.monotonic()
     initrd = guest.initramfs(spec, apt, work / f"initrd-{label.replace('/', '-')}.gz")
     def progress(line: str) -> None:  # each script's verdict as it comes: runs are long
@@ -126,43 +135,53 @@ def _boot(label: str, spec: guest.GuestSpec, image: Path, apt: PrivateApt, work:
     # The whole console stays for reading a report in full.
     kept = work / f"{label.replace('/', '-')}.console"
     kept.write_text(run.console)
-    verdict = debugjudge.judge(run.console)
+    verdict = debugjudge.judge(run.console, kmemleak)
     say(f"debug {spec.arch} {label}: {took:.0f}s, reports "
         + (", ".join(f"{k} {n}" for k, n in verdict.counts().items()) or "none"))
     return DebugRun(label, run, verdict, took, expected, kept)
 
 
-def detectors(apt: PrivateApt, arch: str, bugs: list[str], timeout: float = DEBUG_TIMEOUT_S
-              ) -> tuple[DebugRun, dict[str, list[debugjudge.Report]]]:
-    """One boot of the debug kernel loading tests/debug/broken with each of `bugs` in
+def detectors(apt: PrivateApt, arch: str, bugs: list[str], timeout: float = DEBUG_TIMEOUT_S,
+              flavour: str = "debug") -> tuple[DebugRun, dict[str, list[debugjudge.Report]]]:
+    """One boot of the `flavour` kernel loading tests/debug/broken with each of `bugs` in
     turn (in DETECTOR_BUGS' order): the run, and its reports by bug."""
     unknown = [b for b in bugs if b not in DETECTOR_BUGS]
     if unknown or not bugs:
         what = f"unknown bug {unknown[0]!r}" if unknown else "no bug named"
         raise PipelineError(f"{what}: one or more of {', '.join(DETECTOR_BUGS)}")
-    debugkernel.fragment("debug", arch)  # an arch without a debug kernel: say so first
-    k = debugkernel.ensure(apt, arch)
-    work = _work(arch)
+    elsewhere = [b for b in bugs if b not in flavour_bugs(flavour)]
+    if elsewhere:
+        other = BUG_FLAVOUR.get(elsewhere[0], "debug")
+        raise PipelineError(f"bug {elsewhere[0]!r} is caught by the {other} kernel's "
+                            f"detector, not the {flavour} kernel's (--flavour {other})")
+    debugkernel.fragment(flavour, arch)  # an arch without that kernel: say so first
+    k = debugkernel.ensure(apt, arch, flavour)
+    work = _work(arch, flavour)
     ko = build_broken(k.kdir, arch, work / "broken")
     script = "".join(BUG_SCRIPT.format(bug=b) for b in DETECTOR_BUGS if b in bugs) + "true\n"
     spec = guest.GuestSpec(arch, k.release, None, mode="cmd", command=script, add=[ko.parent])
-    run = _boot("detectors", spec, k.image, apt, work, timeout, icount=False)
+    run = _boot("detectors", spec, k.image, apt, work, timeout, icount=False,
+                kmemleak=debugkernel.has_kmemleak(flavour))
     return run, debugjudge.by_bug(run.run.console)
 
 
 def profiles(apt: PrivateApt, arch: str, names: list[str], stress_cycles: int,
-             timeout: float = DEBUG_TIMEOUT_S, fail_nth_step: int = 1) -> list[DebugRun]:
-    """The project's module built for the debug kernel, each named guest profile of
+             timeout: float = DEBUG_TIMEOUT_S, fail_nth_step: int = 1,
+             flavour: str = "debug") -> list[DebugRun]:
+    """The project's module built for the `flavour` kernel, each named guest profile of
     `arch` booted on it ("" is the main suite). fail_nth_step: the load sweep of the
     debug profile tries every that-many-th fault point."""
-    known = {p.name: p for p in (*guest.PROFILES.get(arch, ()), *DEBUG_PROFILES.get(arch, ()))}
+    # The debug profile injects faults: only the kernel with fault injection has it.
+    extra = DEBUG_PROFILES.get(arch, ()) if flavour == "debug" else ()
+    known = {p.name: p for p in (*guest.PROFILES.get(arch, ()), *extra)}
     unknown = [n for n in names if n not in known]
     if unknown:
-        raise PipelineError(f"no {arch} guest profile {unknown[0]!r}: "
-                            + ", ".join(repr(n or "main") for n in known))
-    k = debugkernel.ensure(apt, arch)
+        raise PipelineError(f"no {arch} guest profile {unknown[0]!r} on the {flavour} "
+                            "kernel: " + ", ".join(repr(n or "main") for n in known))
+    debugkernel.fragment(flavour, arch)
+    k = debugkernel.ensure(apt, arch, flavour)
     ko = build.build(k.kdir).ko
-    work = _work(arch)
+    work = _work(arch, flavour)
     runs = []
     for name in names:
         p = known[name]
@@ -171,5 +190,6 @@ def profiles(apt: PrivateApt, arch: str, names: list[str], stress_cycles: int,
                           icount=p.icount, el2=p.el2,
                           params=f"spmu.stress_cycles={stress_cycles} "
                                  f"spmu.fail_nth_step={fail_nth_step} {p.params}".rstrip(),
-                          expected=guest.manifest(arch, p.name)))
+                          expected=guest.manifest(arch, p.name),
+                          kmemleak=debugkernel.has_kmemleak(flavour)))
     return runs

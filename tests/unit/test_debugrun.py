@@ -23,6 +23,7 @@ TITLE = {
     "lockdep": "WARNING: possible circular locking dependency detected",
     "atomic-sleep": "BUG: sleeping function called from invalid context at mutex.c:580",
     "kasan": "BUG: KASAN: slab-use-after-free in spmu_commit+0x5c/0x200",
+    "kcsan": "BUG: KCSAN: data-race in spmu_racer / spmu_racer",
 }
 
 
@@ -38,6 +39,7 @@ class Guest:
         self.stray, self.crash = stray, crash
         self.results, self.profile_report = results, profile_report
         self.boots: list[dict] = []
+        self.flavours: list[str] = []  # the kernels asked for
 
     def initramfs(self, spec, apt, out):
         self.spec = spec
@@ -73,11 +75,13 @@ class Guest:
 
     def profile(self) -> str:
         klog = [MARK] + ([f"[    5.0] {TITLE['kasan']}"] if self.profile_report else [])
+        # The guest's init prints a scan only where the kernel has kmemleak.
+        scan = ["@@SPMU KMEMLEAK-BEGIN", "@@SPMU KMEMLEAK-END"] \
+            if self.flavours[-1] == "debug" else []
         lines = ["@@SPMU BOOTED release=6.1.0 machine=aarch64 cpus=2",
                  *(f"@@SPMU TEST {n} {'FAIL' if n.startswith('!') else 'PASS'} x"
                    .replace("!", "") for n in self.results),
-                 "@@SPMU KMEMLEAK-BEGIN", "@@SPMU KMEMLEAK-END",
-                 "@@SPMU KLOG-BEGIN", *klog, "@@SPMU KLOG-END", "@@SPMU DONE"]
+                 *scan, "@@SPMU KLOG-BEGIN", *klog, "@@SPMU KLOG-END", "@@SPMU DONE"]
         return "\r\n".join(lines) + "\r\n"
 
 
@@ -87,11 +91,15 @@ def fake(monkeypatch, tmp_path):
     def install(**kw) -> Guest:
         g = Guest(tmp_path, **kw)
         k = SimpleNamespace(kdir=tmp_path / "kdir", release="6.1.0", image=tmp_path / "Image")
-        monkeypatch.setattr(debugkernel, "ensure", lambda apt, arch: k)
+        def ensure(apt, arch, flavour="debug"):
+            g.flavours.append(flavour)
+            return k
+
+        monkeypatch.setattr(debugkernel, "ensure", ensure)
         monkeypatch.setattr(debugrun, "build_broken",
                             lambda kdir, arch, out: tmp_path / "broken" / "spmu_broken.ko")
         monkeypatch.setattr(build, "build", lambda kdir: SimpleNamespace(ko=tmp_path / "m.ko"))
-        monkeypatch.setattr(debugrun, "_work", lambda arch: tmp_path)
+        monkeypatch.setattr(debugrun, "_work", lambda arch, flavour="debug": tmp_path)
         monkeypatch.setattr(guest, "initramfs", g.initramfs)
         monkeypatch.setattr(qemu, "boot", g.boot)
         monkeypatch.setattr(commands, "PrivateApt", lambda: None)
@@ -111,8 +119,59 @@ def test_every_detector_catching_its_bug_passes(fake, capsys):
     ok, fails = debug("arm64", "", "all", 1, 1.0)
     assert ok and fails == [], capsys.readouterr().out
     out = capsys.readouterr().out
-    assert out.count("PASS detector") == len(debugrun.DETECTOR_BUGS)
+    assert out.count("PASS detector") == len(debugrun.flavour_bugs("debug")) == 7
     assert g.boots[0]["params"].split()[0] == "spmu.debug=1"  # init marks and dumps the log
+    assert g.flavours == ["debug"] and "data-race" not in g.boots[0]["spec"].command
+
+
+def test_the_kcsan_kernel_proves_its_own_detector_on_the_data_race(fake, capsys):
+    g = fake()
+    ok, fails = debug("arm64", "", "all", 1, 1.0, flavour="kcsan")
+    assert ok and fails == [], capsys.readouterr().out
+    assert g.flavours == ["kcsan"]
+    assert re.findall(r"bug=([\w-]+) pid=", g.boots[0]["spec"].command) == ["data-race"]
+
+
+def test_a_missed_data_race_fails_naming_the_kcsan_kernel(fake):
+    fake(wrong={"data-race": None})
+    ok, fails = debug("arm64", "", "all", 1, 1.0, flavour="kcsan")
+    assert not ok and fails == ["test-debug kcsan arm64: detector kcsan missed bug=data-race"]
+
+
+@pytest.mark.parametrize("flavour, bugs, message", [
+    ("debug", "data-race", "caught by the kcsan kernel's detector.*--flavour kcsan"),
+    ("kcsan", "leak", "caught by the debug kernel's detector.*--flavour debug"),
+])
+def test_a_bug_asked_of_the_kernel_without_its_detector_is_refused(fake, flavour, bugs,
+                                                                   message):
+    g = fake()
+    with pytest.raises(PipelineError, match=message):
+        debug("arm64", "", bugs, 1, 1.0, flavour=flavour)
+    assert g.boots == []
+
+
+@pytest.mark.parametrize("arch, flavour, profiles, message", [
+    ("arm64", "kcsan", "debug", "no arm64 guest profile 'debug' on the kcsan kernel"),
+    ("amd64", "kcsan", "main", "no 'kcsan' debug kernel for amd64"),
+    ("arm64", "kasan", "main", "--flavour 'kasan': one of debug, kcsan"),
+])
+def test_a_profile_or_arch_the_flavour_lacks_is_refused(fake, arch, flavour, profiles, message):
+    g = fake()
+    with pytest.raises(PipelineError, match=re.escape(message)):
+        debug(arch, profiles, "none", 1, 1.0, flavour=flavour)
+    assert g.boots == []
+
+
+def test_a_kcsan_profile_run_needs_no_kmemleak_scan_but_a_debug_one_does(fake, monkeypatch):
+    g = fake(results=tuple(guest.manifest("arm64", "stress")))
+    ok, fails = debug("arm64", "stress", "none", 1, 1.0, flavour="kcsan")
+    assert ok and fails == [] and g.flavours == ["kcsan"]
+    # The same console (no scan) on the debug kernel: leaks were not judged.
+    monkeypatch.setattr(g, "flavours", ["kcsan"])
+    monkeypatch.setattr(debugkernel, "ensure", lambda apt, arch, flavour="debug": SimpleNamespace(
+        kdir=g.tmp / "kdir", release="6.1.0", image=g.tmp / "Image"))
+    ok, fails = debug("arm64", "stress", "none", 1, 1.0)
+    assert not ok and any("no kmemleak scan" in f for f in fails)
 
 
 @pytest.mark.parametrize("bug, kind", [

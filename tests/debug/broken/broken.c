@@ -12,10 +12,14 @@
  *   timer-freed     an armed timer's memory freed (debug objects)
  *   shift           a shift past the type's width (UBSAN)
  *   leak-on-error   a failed load that keeps its allocation (kmemleak)
+ *   data-race       a plain counter both CPUs add to at once (KCSAN kernel)
  */
 #define pr_fmt(fmt) "spmu_broken: " fmt
 
+#include <linux/completion.h>
+#include <linux/cpumask.h>
 #include <linux/delay.h>
+#include <linux/kthread.h>
 #include <linux/module.h>
 #include <linux/mutex.h>
 #include <linux/slab.h>
@@ -47,6 +51,45 @@ static void spmu_sleepy(struct timer_list *t)
 
 static void spmu_idle(struct timer_list *t)
 {
+}
+
+/* Plain, unannotated: the race KCSAN is there to see. */
+static unsigned long spmu_racy;
+static DECLARE_COMPLETION(spmu_race_done);
+
+static int spmu_racer(void *unused)
+{
+	unsigned int i;
+
+	/* barrier(): one plain load and store per round, not one sum. */
+	for (i = 0; i < 200000; i++) {
+		spmu_racy++;
+		barrier();
+	}
+	complete(&spmu_race_done);
+	return 0;
+}
+
+/* One racer bound to each of two online CPUs, so they really run at once. */
+static int spmu_race(void)
+{
+	struct task_struct *t;
+	unsigned int cpu, n = 0;
+
+	for_each_online_cpu(cpu) {
+		if (n == 2)
+			break;
+		t = kthread_create(spmu_racer, NULL, "spmu_racer/%u", cpu);
+		if (IS_ERR(t))
+			break;
+		kthread_bind(t, cpu);
+		wake_up_process(t);
+		n++;
+	}
+	while (n--)
+		wait_for_completion(&spmu_race_done);
+	pr_info("raced to %lu\n", spmu_racy);
+	return 0;
 }
 
 static int spmu_commit(void)
@@ -90,6 +133,8 @@ static int spmu_commit(void)
 		spmu_kept = kmalloc(128, GFP_KERNEL);
 		spmu_kept = NULL;
 		return -EINVAL;
+	} else if (!strcmp(bug, "data-race")) {
+		return spmu_race();
 	} else if (*bug) {
 		pr_err("unknown bug '%s'\n", bug);
 		return -EINVAL;
