@@ -229,7 +229,7 @@ int spmu_members_init(void)
 	spmu_token = t;
 	ret = misc_register(&spmu_miscdev);
 	if (ret) {
-		pr_err("could not register /dev/simple-pmu (%d)\n", ret);
+		pr_err("cannot register /dev/simple-pmu (%d)\n", ret);
 		spmu_token = NULL;
 		kref_put(&t->ref, spmu_token_free);
 	}
