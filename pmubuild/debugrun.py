@@ -125,7 +125,7 @@ def _boot(label: str, spec: guest.GuestSpec, image: Path, apt: PrivateApt, work:
     def progress(line: str) -> None:  # each script's verdict as it comes: runs are long
         for head in ("@@SPMU TEST ", "@@SPMU PROGRESS "):
             if line.startswith(head):
-                say(f"debug {spec.arch} {label}: {line[len(head):].strip()[:150]} "
+                say(f"{work.name} {label}: {line[len(head):].strip()[:150]} "
                     f"({time.monotonic() - start:.0f}s)")
 
     run = qemu.boot(spec.arch, image, initrd, spec.mode, timeout, icount=icount, el2=el2,
@@ -136,7 +136,7 @@ def _boot(label: str, spec: guest.GuestSpec, image: Path, apt: PrivateApt, work:
     kept = work / f"{label.replace('/', '-')}.console"
     kept.write_text(run.console)
     verdict = debugjudge.judge(run.console, kmemleak)
-    say(f"debug {spec.arch} {label}: {took:.0f}s, reports "
+    say(f"{work.name} {label}: {took:.0f}s, reports "
         + (", ".join(f"{k} {n}" for k, n in verdict.counts().items()) or "none"))
     return DebugRun(label, run, verdict, took, expected, kept)
 

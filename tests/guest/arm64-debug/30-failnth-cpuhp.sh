@@ -94,6 +94,7 @@ for way in load-cpu1 load-both ring-cpu1 ring-both; do
 				[ "$(cat $SYSFS/ring)" = "$old" ] || fail "$way N=$n: write failed but ring is '$(cat $SYSFS/ring)'"
 				has "$(log_since)" 'previous settings kept' || fail "$way N=$n: no word of the previous settings: $(log_since | grep simple-pmu)"
 				has "$(pmuread all)" 'result=sigill' && fail "$way N=$n: previous settings back, yet a CPU faults: $(pmuread all)"
+				[ "$(cat $SYSFS/cpus)" = 0-1 ] || fail "$way N=$n: previous settings back, yet cpus is '$(cat $SYSFS/cpus)'"
 				refused=$((refused + 1))
 			else
 				[ "$(cat $SYSFS/ring)" = 3 ] || fail "$way N=$n: write took, ring is '$(cat $SYSFS/ring)'"
@@ -104,6 +105,7 @@ for way in load-cpu1 load-both ring-cpu1 ring-both; do
 					# again (cpu0 cannot go offline here).
 					echo 0 > $online && echo 1 > $online || fail "$way N=$n: cpu1 offline/online"
 					has "$(pmuread all)" 'cpu=1 .*result=ok' || fail "$way N=$n: cpu1 not back after offline/online"
+					[ "$(cat $SYSFS/cpus)" = 0-1 ] || fail "$way N=$n: cpu1 back after offline/online, yet cpus is '$(cat $SYSFS/cpus)'"
 				fi
 			fi
 			unload || fail "$way N=$n: rmmod"
@@ -114,6 +116,9 @@ for way in load-cpu1 load-both ring-cpu1 ring-both; do
 		[ "$inj" = 0 ] && break
 		n=$((n + 1))
 	done
+	# N=1 injected nothing: the callbacks made no fault-capable call in the thread
+	# armed, and the way proved nothing.
+	[ $n -gt 1 ] || fail "$way: no failure was injected at N=1: nothing swept"
 	summary="$summary $way $((n - 1)) ($refused refused)"
 done
 trap - EXIT

@@ -1,8 +1,8 @@
 # CPU hotplug during load and unload (debug kernel only): cpu1 goes offline and online
 # in a loop while the module is loaded and unloaded, with a reader on cpu0 (cpu1 comes
 # and goes). Each load and unload succeeds; cpu1 went offline during the cycles, more
-# than once; the reader read while loaded and faulted while not; afterwards cpu1 is
-# online and nothing is left.
+# than once; the reader read while loaded and faulted while not, and no CPU reads after
+# an unload; afterwards cpu1 is online and nothing is left.
 . /tests/lib.sh
 # Each cycle costs about 15 s on the debug kernel under TCG.
 cycles=5
@@ -24,6 +24,8 @@ i=0
 while [ $i -lt $cycles ]; do
 	modprobe $MOD $EV || fail "load $i during hotplug failed: $(dmesg | tail -n 3)"
 	unload || fail "unload $i during hotplug failed"
+	# The reader's faults may all be from before the first load: ask each CPU here.
+	has "$(pmuread all)" 'result=ok' && fail "unload $i during hotplug: a CPU still reads: $(pmuread all)"
 	i=$((i + 1))
 done
 touch /tmp/flip.stop

@@ -7,7 +7,7 @@
 # module's code ran, in none (initcall_debug on the command line tells the two apart:
 # "calling  ... [simple_pmu]" is logged only when the loader got that far).
 # With spmu.fail_nth_step=K on the command line only N = 1, 1+K, 1+2K, ... are tried,
-# and then every point of the module's own init around the failures met there: back to
+# and then every point of the module's own init around those met there: back to
 # the loader's last, on to the first the kernel injected after the init had returned
 # (failslab's notice, verbose=1, places each injected failure; a __GFP_NOWARN
 # allocation's has none).
@@ -91,7 +91,7 @@ calls=$((n - $(echo "$out" | sed -n 's/.* left=\([0-9]*\).*/\1/p')))
 
 window=""
 if [ "$step" -gt 1 ]; then
-	inits=$(echo $classes | tr ' ' '\n' | sed -n 's/:init$//p')
+	inits=$(echo $classes | tr ' ' '\n' | sed -n 's/:init$//p; s/:absorbed-init$//p')
 	[ -n "$inits" ] || fail "every ${step}th of $calls points met none in the module's init: try a smaller spmu.fail_nth_step"
 	first=$(echo "$inits" | head -n 1) last=$(echo "$inits" | tail -n 1)
 	k=$((first - 1))
@@ -121,4 +121,4 @@ count() {
 }
 every="all $calls"
 [ "$step" -gt 1 ] && every="every ${step}th of $calls$window"
-echo "fail-nth points exercised: $(echo $tried | wc -w) at load ($every): $failed failed with${errnos:- nothing} ($in_init in the module's init, each with one simple-pmu line; $((failed - in_init)) in the kernel's loader, with none); $loaded loaded despite the failure (by failslab's notice: $(count absorbed-loader) in the loader, $(count absorbed-init) in the init, $(count absorbed-after) after it, $(count absorbed-unseen) unseen)"
+echo "fail-nth points exercised: $(($(echo $tried | wc -w) - 1)) at load ($every): $failed failed with${errnos:- nothing} ($in_init in the module's init, each with one simple-pmu line; $((failed - in_init)) in the kernel's loader, with none); $loaded loaded despite the failure (by failslab's notice: $(count absorbed-loader) in the loader, $(count absorbed-init) in the init, $(count absorbed-after) after it, $(count absorbed-unseen) unseen)"
