@@ -92,15 +92,16 @@ def test_qemu(c, kernel="all", arch="all", timeout=GUEST_TIMEOUT_S, jobs=2, stre
 
 @task(name="test-debug",
       help={"arch": "arm64 or amd64", "profiles": "guest profiles with the module, comma-"
-            "separated: main, stress, kvm, debug (default debug,stress)", "bugs": "the "
-            "detectors proven first, each on a module with that bug: all (default: those "
-            "of the flavour's kernel), none, or some of " + ", ".join(debugrun.DETECTOR_BUGS),
+            "separated: main, stress, kvm, debug (default: debug,stress; stress on kcsan)",
+            "bugs": "the detectors proven first, each on a module with that bug: all "
+            "(default: those of the flavour's kernel), none, or some of "
+            + ", ".join(debugrun.DETECTOR_BUGS),
             "flavour": "the kernel: debug (lockdep, KASAN, kmemleak, fault injection; "
             "default) or kcsan (data races; arm64; no debug profile)",
             "stress-cycles": "load/unload cycles of the stress profile",
             "fail-nth-step": "the debug profile's load sweep tries every Kth fault point "
             "(default 1: all)", "timeout": "seconds per guest"})
-def test_debug(c, arch="arm64", profiles="debug,stress", bugs="all", stress_cycles=200,
+def test_debug(c, arch="arm64", profiles=None, bugs="all", stress_cycles=200,
                fail_nth_step=1, timeout=5400, flavour="debug"):
     """The module under lockdep, KASAN, kmemleak, UBSAN, debug objects and fault injection
     (a kernel built from Debian's linux-source): the detectors proven, then the guest

@@ -171,7 +171,12 @@ def debug_bugs(bugs: str, flavour: str = "debug") -> list[str]:
     return names
 
 
-def test_debug(arch: str, profiles: str, bugs: str, stress_cycles: int,
+# test-debug's profiles when none are named: the sweeps where fault injection is, the
+# load/unload loop with readers on both kernels.
+DEBUG_DEFAULT_PROFILES = {"debug": "debug,stress", "kcsan": "stress"}
+
+
+def test_debug(arch: str, profiles: str | None, bugs: str, stress_cycles: int,
                timeout: float, fail_nth_step: int = 1, fails: list[str] | None = None,
                flavour: str = "debug") -> bool:
     """The `flavour` kernel (pmubuild.debugkernel: "debug" or "kcsan") for `arch`: the
@@ -181,9 +186,12 @@ def test_debug(arch: str, profiles: str, bugs: str, stress_cycles: int,
     if flavour not in debugkernel.FLAVOURS:
         raise PipelineError(f"test-debug: --flavour {flavour!r}: one of "
                             + ", ".join(debugkernel.FLAVOURS))
-    debugkernel.fragment(flavour, arch)  # an arch without that kernel: say so first
     where = arch if flavour == "debug" else f"{flavour} {arch}"
+    if profiles is None:
+        profiles = DEBUG_DEFAULT_PROFILES[flavour]
     names = [p.strip() for p in profiles.split(",") if p.strip()]
+    # Every name checked before the first guest boots: an hour's run must not end there.
+    debugrun.check_profiles(arch, ["" if n == "main" else n for n in names], flavour)
     chosen = debug_bugs(bugs, flavour)
     if fail_nth_step < 1 or stress_cycles < 1:
         raise PipelineError(f"test-debug: --fail-nth-step {fail_nth_step} and "

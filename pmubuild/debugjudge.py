@@ -37,6 +37,12 @@ KINDS = (
     ("warning", re.compile(r"WARNING: ")),
 )
 REPORT_LINES = 30
+KCSAN_LINES = 150
+_RULE = re.compile(r"\s*={20,}\s*$")
+# A data race KCSAN reports with no frame of the module in either stack is the
+# kernel's own (6.1 has its share): shown, not counted.
+MODULE_FRAME = "[simple_pmu]"
+KERNEL_RACE = "the kernel's own data race: no [simple_pmu] frame in either stack"
 # The kernel's own bugs that the module's error paths reach and cannot avoid: a kmemleak
 # entry whose backtrace has these two frames, one right after the other, and whose hex
 # dump shows the module's bus name. Shown, not counted.
@@ -71,7 +77,8 @@ class Verdict:
     klog: bool  # the guest printed its kernel log
     kmemleak: bool | None  # and its kmemleak scan (None: a kernel without kmemleak)
     marked: bool = True  # the log still holds the init's mark: nothing before it lost
-    known: tuple[tuple[Report, str], ...] = ()  # KNOWN_KERNEL_LEAKS, with why: not counted
+    # KNOWN_KERNEL_LEAKS and the kernel's own data races, with why: not counted
+    known: tuple[tuple[Report, str], ...] = ()
 
     def problems(self) -> list[str]:
         out = [f"{r.kind}: {r.text}" for r in self.reports]
@@ -125,12 +132,17 @@ def reports_in(lines: list[str]) -> list[Report]:
             i += 1
             continue
         end = i + 1
+        # KCSAN's report holds two stacks, up to its closing rule: whether the module is
+        # in it is judged from the whole (kcsan_counted).
+        most = KCSAN_LINES if kind == "kcsan" else REPORT_LINES
         # WARN() prints its own "WARNING: CPU: .. at file:line" right after a report's
         # title (debug objects do so): part of that report, not another.
-        while end < len(lines) and end - i <= REPORT_LINES and (
+        while end < len(lines) and end - i <= most and (
                 kind_of(lines[end]) is None
                 or (end - i <= 3 and kind_of(lines[end]) == "warning")):
             end += 1
+            if kind == "kcsan" and _RULE.match(_TIME.sub("", lines[end - 1])):
+                break
         found.append(Report(kind, "\n".join(_TIME.sub("", ln) for ln in lines[i:end])))
         i = end
     return found
@@ -172,10 +184,14 @@ def judge(console: str, kmemleak: bool = True) -> Verdict:
     if klog is None:
         return Verdict(tuple(leaks), (), False, scanned, known=known)
     at = next((i for i, ln in enumerate(klog) if INIT_MARK in ln), None)
+    after = reports_in(klog if at is None else klog[at:])
+    races = tuple((r, KERNEL_RACE) for r in after
+                  if r.kind == "kcsan" and MODULE_FRAME not in r.text)
+    counted = [r for r in after if not any(r is x for x, _ in races)]
     if at is None:  # judged whole: nothing can be told to be the boot's
-        return Verdict(tuple(reports_in(klog) + leaks), (), True, scanned, False, known)
-    return Verdict(tuple(reports_in(klog[at:]) + leaks), tuple(reports_in(klog[:at])), True,
-                   scanned, known=known)
+        return Verdict(tuple(counted + leaks), (), True, scanned, False, known + races)
+    return Verdict(tuple(counted + leaks), tuple(reports_in(klog[:at])), True,
+                   scanned, known=known + races)
 
 
 def by_bug(console: str) -> dict[str, list[Report]]:

@@ -165,12 +165,11 @@ def detectors(apt: PrivateApt, arch: str, bugs: list[str], timeout: float = DEBU
     return run, debugjudge.by_bug(run.run.console)
 
 
-def profiles(apt: PrivateApt, arch: str, names: list[str], stress_cycles: int,
-             timeout: float = DEBUG_TIMEOUT_S, fail_nth_step: int = 1,
-             flavour: str = "debug") -> list[DebugRun]:
-    """The project's module built for the `flavour` kernel, each named guest profile of
-    `arch` booted on it ("" is the main suite). fail_nth_step: the load sweep of the
-    debug profile tries every that-many-th fault point."""
+def check_profiles(arch: str, names: list[str], flavour: str = "debug"
+                   ) -> dict[str, guest.Profile]:
+    """The guest profiles of `arch` the `flavour` kernel runs, by name ("" is main);
+    an error naming them when one of `names` is not among them."""
+    debugkernel.fragment(flavour, arch)  # an arch without that kernel: say so first
     # The debug profile injects faults: only the kernel with fault injection has it.
     extra = DEBUG_PROFILES.get(arch, ()) if flavour == "debug" else ()
     known = {p.name: p for p in (*guest.PROFILES.get(arch, ()), *extra)}
@@ -178,7 +177,16 @@ def profiles(apt: PrivateApt, arch: str, names: list[str], stress_cycles: int,
     if unknown:
         raise PipelineError(f"no {arch} guest profile {unknown[0]!r} on the {flavour} "
                             "kernel: " + ", ".join(repr(n or "main") for n in known))
-    debugkernel.fragment(flavour, arch)
+    return known
+
+
+def profiles(apt: PrivateApt, arch: str, names: list[str], stress_cycles: int,
+             timeout: float = DEBUG_TIMEOUT_S, fail_nth_step: int = 1,
+             flavour: str = "debug") -> list[DebugRun]:
+    """The project's module built for the `flavour` kernel, each named guest profile of
+    `arch` booted on it ("" is the main suite). fail_nth_step: the load sweep of the
+    debug profile tries every that-many-th fault point."""
+    known = check_profiles(arch, names, flavour)
     k = debugkernel.ensure(apt, arch, flavour)
     ko = build.build(k.kdir).ko
     work = _work(arch, flavour)

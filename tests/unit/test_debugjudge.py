@@ -234,3 +234,36 @@ def test_the_6_1_kset_register_leak_is_shown_not_counted_and_nothing_like_it():
     for leak in (other, apart):
         v = debugjudge.judge(console([MARK], leak))
         assert [r.kind for r in v.reports] == ["kmemleak"] and v.known == ()
+
+
+def kcsan_report(first: str, second: str, filler: int = 0) -> list[str]:
+    """A KCSAN report as 6.1 prints it: two stacks between rules."""
+    body = ["==================================================================",
+            f"BUG: KCSAN: data-race in {first.split('+')[0]} / {second.split('+')[0]}", "",
+            "write to 0xffff800008f1a2c0 of 8 bytes by task 77 on cpu 1:",
+            f" {first}", *([" kernel_frame+0x10/0x20"] * filler),
+            " ret_from_fork+0x10/0x20", "",
+            "read to 0xffff800008f1a2c0 of 8 bytes by interrupt on cpu 0:",
+            f" {second}", " __run_timers+0x1d0/0x2a0", "",
+            "value changed: 0x0000000000000001 -> 0x0000000000000002", "",
+            "Reported by Kernel Concurrency Sanitizer on:",
+            "CPU: 0 PID: 0 Comm: swapper/0 Not tainted 6.1.0 #1",
+            "=================================================================="]
+    return [f"[   20.{i:06d}] {ln}" for i, ln in enumerate(body)]
+
+
+def test_a_data_race_with_the_module_in_a_stack_counts_the_kernels_own_is_shown():
+    mine = kcsan_report("spmu_sysfs_store+0x40/0x90 [simple_pmu]",
+                        "spmu_timer_fn+0x20/0x80 [simple_pmu]")
+    # The module's frame only in the second stack, past REPORT_LINES.
+    deep = kcsan_report("kernfs_fop_write_iter+0x1/0x2", "spmu_timer_fn+0x20/0x80 [simple_pmu]",
+                        filler=debugjudge.REPORT_LINES)
+    kernel = kcsan_report("tick_sched_timer+0x1/0x2", "rcu_gp_kthread+0x3/0x4")
+    v = debugjudge.judge(console([MARK, *mine, *deep, *kernel]), kmemleak=False)
+    assert [r.kind for r in v.reports] == ["kcsan", "kcsan"]
+    assert [r.title.split("] ")[-1] for r in v.reports] == [
+        "BUG: KCSAN: data-race in spmu_sysfs_store / spmu_timer_fn",
+        "BUG: KCSAN: data-race in kernfs_fop_write_iter / spmu_timer_fn"]
+    assert [(r.title, why) for r, why in v.known] == [
+        (kernel[1].split("] ", 1)[1], debugjudge.KERNEL_RACE)]
+    assert v.problems() == [f"kcsan: {r.text}" for r in v.reports]  # no scan is due

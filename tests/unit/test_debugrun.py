@@ -162,6 +162,23 @@ def test_a_profile_or_arch_the_flavour_lacks_is_refused(fake, arch, flavour, pro
     assert g.boots == []
 
 
+def test_a_profile_the_flavour_lacks_is_refused_before_the_detectors_boot(fake):
+    """(helper-46) The detectors' guest ran first, and only then was the profile
+    refused."""
+    g = fake()
+    with pytest.raises(PipelineError, match="no arm64 guest profile 'debug' on the kcsan"):
+        debug("arm64", "debug", "all", 1, 1.0, flavour="kcsan")
+    assert g.boots == [] and g.flavours == []
+
+
+@pytest.mark.parametrize("flavour, profiles", [("debug", ["debug", "stress"]),
+                                               ("kcsan", ["stress"])])
+def test_profiles_by_default_are_the_flavours(fake, flavour, profiles):
+    g = fake(results=tuple(guest.manifest("arm64", "stress")))
+    debug("arm64", None, "none", 1, 1.0, flavour=flavour)
+    assert [b["spec"].profile for b in g.boots] == profiles
+
+
 def test_a_kcsan_profile_run_needs_no_kmemleak_scan_but_a_debug_one_does(fake, monkeypatch):
     g = fake(results=tuple(guest.manifest("arm64", "stress")))
     ok, fails = debug("arm64", "stress", "none", 1, 1.0, flavour="kcsan")

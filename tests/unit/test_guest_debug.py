@@ -882,6 +882,10 @@ NAMED = {  # key: (script, world) of the tests below that are no scenario or mut
     # loader's last (4, 3, 2) and on to the first after the init (6).
     "50-stride": (S50, World(cmdline="quiet initcall_debug spmu.fail_nth_step=4")),
     "50-progress": (S50, World(points={"loader": 25, "load": 0})),
+    # An init of 12 points, the loader's 5 before it, 2 after: the stride meets the init
+    # three times (9, 13, 17) and the window must fill in every point between.
+    "50-stride-long-init": (S50, World(points={"loader": 5, "load": 12, "after": 2},
+                                       cmdline="initcall_debug spmu.fail_nth_step=4")),
     "30-cpus-stale-after-online": (S30, World(bugs=("cpus-stale-after-online",))),
     "30-cpus-stale-after-fallback": (S30, World(bugs=("cpus-stale-after-fallback",))),
     # Every 4th point: N=1 (loader), 5 (the init's third, absorbed), 9 (whole).
@@ -973,6 +977,19 @@ def test_50_passes_and_says_what_it_tried(runs, case, summary, tried):
     assert [int(ln.split()[0][2:]) for ln in out if ln.startswith("n=")] == list(tried)
 
 
+@uses("50-stride-long-init")
+def test_50_stride_window_tries_every_point_of_a_long_init(runs):
+    """(helper-46) The window once walked on from the last init point the stride met:
+    the init's points between the stride's were never tried."""
+    tmp, out = runs.passed("50-stride-long-init")
+    tried = [int(ln.split()[0][2:]) for ln in out if ln.startswith("n=")]
+    assert set(range(6, 18)) <= set(tried), tried  # the init: 6..17
+    assert 18 in tried and 19 not in tried  # on to the first after it, no further
+    assert len(tried) == len(set(tried))  # no point twice
+    assert out[-1].startswith("fail-nth points exercised: 15 at load (every 4th of 19, "
+                              "and every one from 5 to 18 around the module's init): "), out[-1]
+
+
 @uses("50-progress")
 def test_50_shows_its_progress_on_the_console(runs):
     tmp, _ = runs.passed("50-progress")
@@ -1020,6 +1037,8 @@ BUGS = {  # id: (script, world, what its failure says)
                          "cannot set fail_page_alloc/verbose"),
     "10-cache-filter-unset": (S10, W(fi_refuses="failslab/cache-filter"),
                               "cannot set failslab/cache-filter"),
+    "10-min-order-unset": (S10, W(fi_refuses="fail_page_alloc/min-order"),
+                           "cannot set fail_page_alloc/min-order"),
     "20-join-failed-reads": (S20, W(bugs=("join-failed-reads",)),
                              "N=1: JOIN failed but the thread reads"),
     "20-join-ok-faults": (S20, W(bugs=("join-ok-faults",)),
@@ -1322,6 +1341,8 @@ MUTATIONS = [  # (id, file, old text (exactly once there), new, BUGS id or (GOOD
      "|| :", "10-gfp-wait-unset"),
     ("lib-fault-setup-verbose-unchecked", LIB, '|| fail "cannot set $a/verbose"', "|| :",
      "10-verbose-unset"),
+    ("lib-fault-setup-min-order-unchecked", LIB,
+     '|| fail "cannot set fail_page_alloc/min-order"', "|| :", "10-min-order-unset"),
     ("lib-fault-setup-filter-unchecked", LIB, '|| fail "cannot set failslab/cache-filter"',
      "|| :", "10-cache-filter-unset"),
     ("lib-fault-setup-no-slab-check", LIB, '[ "$(cat /sys/kernel/slab/kmalloc-1k/failslab)" '

@@ -325,6 +325,15 @@ def test_kernel_log_clean_on_a_debug_kernel_leaves_a_bare_call_trace_to_the_judg
     (tmp_path / "dmesg.out").write_text(CLEAN_LOG + WARN_ALLOC + "[   41.0] WARNING: CPU: 1\n")
     r = run_script_text(tmp_path, (GUEST / "common/99-kernel-log-clean.sh").read_text())
     assert r.returncode == 1 and "WARNING: CPU: 1" in r.stdout
+    # A data race KCSAN reports is the judge's too (counted when the module is in it);
+    # any other BUG is not.
+    race = "[   42.0] BUG: KCSAN: data-race in tick_sched_timer / rcu_gp_kthread\n"
+    (tmp_path / "dmesg.out").write_text(CLEAN_LOG + race)
+    r = run_script_text(tmp_path, (GUEST / "common/99-kernel-log-clean.sh").read_text())
+    assert r.returncode == (0 if debug else 1), r.stdout
+    (tmp_path / "dmesg.out").write_text(CLEAN_LOG + race + "[   43.0] BUG: KASAN: x\n")
+    r = run_script_text(tmp_path, (GUEST / "common/99-kernel-log-clean.sh").read_text())
+    assert r.returncode == 1 and "BUG: KASAN: x" in r.stdout
 
 
 # --- others_offline / others_online (29-mhz-tool, 45-bench-icount) -----------------------

@@ -17,8 +17,10 @@
 #define pr_fmt(fmt) "spmu_broken: " fmt
 
 #include <linux/completion.h>
+#include <linux/cpu.h>
 #include <linux/cpumask.h>
 #include <linux/delay.h>
+#include <linux/jiffies.h>
 #include <linux/kthread.h>
 #include <linux/module.h>
 #include <linux/mutex.h>
@@ -55,19 +57,22 @@ static void spmu_idle(struct timer_list *t)
 
 /* Plain, unannotated: the race KCSAN is there to see. */
 static unsigned long spmu_racy;
+static DECLARE_COMPLETION(spmu_race_go);
 static DECLARE_COMPLETION(spmu_race_done);
 
 static int spmu_racer(void *unused)
 {
-	unsigned int i;
+	unsigned long end;
 
-	/* barrier(): one plain load and store per round, not one sum. */
-	for (i = 0; i < 200000; i++) {
+	/* Both start together, then add for half a second whatever the host does. */
+	wait_for_completion(&spmu_race_go);
+	end = jiffies + HZ / 2;
+	while (time_before(jiffies, end)) {
 		spmu_racy++;
-		barrier();
+		barrier();	/* one plain load and store per round, not one sum */
 	}
-	complete(&spmu_race_done);
-	return 0;
+	/* Not back into this module's text: rmmod may follow at once. */
+	kthread_complete_and_exit(&spmu_race_done, 0);
 }
 
 /* One racer bound to each of two online CPUs, so they really run at once. */
@@ -76,18 +81,23 @@ static int spmu_race(void)
 	struct task_struct *t;
 	unsigned int cpu, n = 0;
 
+	cpus_read_lock();
 	for_each_online_cpu(cpu) {
 		if (n == 2)
 			break;
-		t = kthread_create(spmu_racer, NULL, "spmu_racer/%u", cpu);
+		t = kthread_run_on_cpu(spmu_racer, NULL, cpu, "spmu_racer/%u");
 		if (IS_ERR(t))
 			break;
-		kthread_bind(t, cpu);
-		wake_up_process(t);
 		n++;
 	}
-	while (n--)
+	cpus_read_unlock();
+	complete_all(&spmu_race_go);
+	for (cpu = 0; cpu < n; cpu++)
 		wait_for_completion(&spmu_race_done);
+	if (n < 2) {
+		pr_err("data-race: %u racers, not 2\n", n);
+		return -ENODEV;
+	}
 	pr_info("raced to %lu\n", spmu_racy);
 	return 0;
 }

@@ -63,7 +63,7 @@ point() {
 		e=$(echo "$out" | sed -n 's/.*errno=\([A-Z0-9]*\).*/\1/p')
 		has "$errnos" -w "$e" || errnos="$errnos $e"
 		failed=$((failed + 1))
-		lines=$(echo "$log" | grep 'simple-pmu:')
+		lines=$(echo "$log" | grep 'simple-pmu: ')
 		got=$(echo "$lines" | grep -c .)
 		if has "$log" "$CALLING"; then
 			class=init
@@ -93,7 +93,7 @@ window=""
 if [ "$step" -gt 1 ]; then
 	inits=$(echo $classes | tr ' ' '\n' | sed -n 's/:init$//p; s/:absorbed-init$//p')
 	[ -n "$inits" ] || fail "every ${step}th of $calls points met none in the module's init: try a smaller spmu.fail_nth_step"
-	first=$(echo "$inits" | head -n 1) last=$(echo "$inits" | tail -n 1)
+	first=$(echo "$inits" | head -n 1)
 	k=$((first - 1))
 	while [ $k -ge 1 ]; do
 		case "$classes" in
@@ -103,8 +103,10 @@ if [ "$step" -gt 1 ]; then
 		case $class in loader | absorbed-loader) break ;; esac
 		k=$((k - 1))
 	done
-	from=$k
-	k=$((last + 1))
+	from=$((k < 1 ? 1 : k))
+	# Every point from the first met in the init on, until one after it: the init's
+	# own points between the stride's are not skipped.
+	k=$((first + 1))
 	while :; do
 		case "$classes" in
 		*" $k:"*) class=$(echo $classes | tr ' ' '\n' | sed -n "s/^$k://p") ;;

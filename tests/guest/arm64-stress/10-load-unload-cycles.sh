@@ -12,8 +12,12 @@ cycles=$(sed -n 's/.*spmu\.stress_cycles=\([0-9]*\).*/\1/p' /proc/cmdline)
 [ -n "$cycles" ] && [ "$cycles" -ge 1 ] || fail "no spmu.stress_cycles=N on the kernel command line"
 i=0
 pids=""
+# Long enough for every cycle: on a debug kernel each takes 15 s or more (a reader that
+# outlives the loop is killed after it).
+ms=$((cycles * 60000))
+[ $ms -ge 600000 ] || ms=600000
 for c in $(seq 0 $(($(nproc) - 1))); do
-	pmuspin $c 600000 > /tmp/spin.$c &
+	pmuspin $c $ms > /tmp/spin.$c &
 	pids="$pids $!"
 done
 # The readers hold the test's output open: they go whatever way it ends.
