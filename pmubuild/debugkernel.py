@@ -43,8 +43,13 @@ DETECTORS = {
         "DEBUG_OBJECTS_FREE", "DEBUG_KOBJECT_RELEASE", "UBSAN",
         "FAULT_INJECTION", "FAILSLAB", "FAIL_PAGE_ALLOC", "FAULT_INJECTION_DEBUG_FS",
     ),
-    "kcsan": ("DEBUG_KERNEL", "KCSAN"),
+    # The interrupt watcher: the module's races are mostly a task against its own CPU's
+    # timer or irq_work, which KCSAN sees only with it. A task blocked 10 minutes (a
+    # kworker or cpuhp thread the module left waiting) is reported with its stack and
+    # locks, where a guest's timeout would only say it hung.
+    "kcsan": ("DEBUG_KERNEL", "KCSAN", "KCSAN_INTERRUPT_WATCHER", "DETECT_HUNG_TASK"),
 }
+VALUES = {"kcsan": {"DEFAULT_HUNG_TASK_TIMEOUT": "600"}}
 # tinyconfig picks SLOB, which kmemleak, KASAN and FAILSLAB do not work with.
 UNSET = ("SLOB", "PANIC_ON_OOPS")
 FLAVOURS = {"debug": ("amd64", "arm64"), "kcsan": ("arm64",)}
@@ -61,7 +66,8 @@ def fragment(flavour: str, arch: str) -> str:
                             + ", ".join(f"{f} ({'/'.join(a)})" for f, a in FLAVOURS.items()))
     options = (*selfkernel.GUEST_ALL, *selfkernel.GUEST_ARCH[arch], *MODULE_ARCH[arch],
                *SUPPORT, *DETECTORS[flavour])
-    return "\n".join(selfkernel.config_lines(options, unset=UNSET)) + "\n"
+    return "\n".join(selfkernel.config_lines(options, VALUES.get(flavour),
+                                             unset=UNSET)) + "\n"
 
 
 def recipe(flavour: str, arch: str) -> selfkernel.Recipe:

@@ -129,6 +129,10 @@ def test_debug_fragment_has_every_detector_and_no_slob():
         assert f"CONFIG_{option}=y" in frag, option
     assert "# CONFIG_SLOB is not set" in frag
     assert "CONFIG_KCSAN=y" in debugkernel.fragment("kcsan", "arm64").splitlines()
+    # Task against its own CPU's timer: seen only with the interrupt watcher.
+    assert {"CONFIG_KCSAN_INTERRUPT_WATCHER=y", "CONFIG_DETECT_HUNG_TASK=y",
+            "CONFIG_DEFAULT_HUNG_TASK_TIMEOUT=600"} <= set(
+        debugkernel.fragment("kcsan", "arm64").splitlines())
     assert "CONFIG_KVM=y" not in debugkernel.fragment("debug", "amd64").splitlines()
     with pytest.raises(PipelineError, match="no 'kcsan' debug kernel for amd64"):
         debugkernel.fragment("kcsan", "amd64")
