@@ -44,6 +44,8 @@ BUG_FLAVOUR = {"data-race": "kcsan"}
 def flavour_bugs(flavour: str) -> list[str]:
     """DETECTOR_BUGS whose detector the `flavour` kernel has, in the guest's order."""
     return [b for b in DETECTOR_BUGS if BUG_FLAVOUR.get(b, "debug") == flavour]
+
+
 # Each bug's load marked in the log with the loading process (its kmemleak entries
 # name it); busybox insmod retries a failed finit_module() with init_module(), so a
 # failing init runs twice.

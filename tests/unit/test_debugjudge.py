@@ -134,6 +134,9 @@ def test_debug_fragment_has_every_detector_and_no_slob():
             "CONFIG_DEFAULT_HUNG_TASK_TIMEOUT=600"} <= set(
         debugkernel.fragment("kcsan", "arm64").splitlines())
     assert "CONFIG_KVM=y" not in debugkernel.fragment("debug", "amd64").splitlines()
+    # (audit-47) The hung-task timeout is the KCSAN kernel's: the debug kernel has no
+    # DETECT_HUNG_TASK for it, and olddefconfig would drop it (a lost option).
+    assert not any("HUNG_TASK" in ln for ln in frag)
     with pytest.raises(PipelineError, match="no 'kcsan' debug kernel for amd64"):
         debugkernel.fragment("kcsan", "amd64")
 
@@ -271,3 +274,30 @@ def test_a_data_race_with_the_module_in_a_stack_counts_the_kernels_own_is_shown(
     assert [(r.title, why) for r, why in v.known] == [
         (kernel[1].split("] ", 1)[1], debugjudge.KERNEL_RACE)]
     assert v.problems() == [f"kcsan: {r.text}" for r in v.reports]  # no scan is due
+
+
+def test_a_kcsan_report_ends_at_its_closing_rule():
+    """(audit-47) What follows a race of the kernel's own is not part of it: lines naming
+    the module a few lines on (initcall_debug's, a dump_stack()) do not make it the
+    module's."""
+    kernel = kcsan_report("tick_sched_timer+0x1/0x2", "rcu_gp_kthread+0x3/0x4")
+    after = ["[   21.000000] calling  spmu_init+0x0/0x1000 [simple_pmu] @ 95",
+             "[   21.000001] initcall spmu_init+0x0/0x1000 [simple_pmu] returned 0 after 8 usecs"]
+    v = debugjudge.judge(console([MARK, *kernel, *after]), kmemleak=False)
+    assert v.reports == () and v.problems() == []
+    ((race, why),) = v.known
+    assert why == debugjudge.KERNEL_RACE
+    assert race.text.splitlines()[-1] == kernel[-1].split("] ", 1)[1]  # the closing rule
+
+
+def test_a_log_that_lost_its_start_still_tells_the_kernels_races_from_the_modules():
+    """(audit-47) Judged whole (no init mark): the kernel's race shown, the module's
+    counted, as after the mark."""
+    mine = kcsan_report("spmu_sysfs_store+0x40/0x90 [simple_pmu]",
+                        "spmu_timer_fn+0x20/0x80 [simple_pmu]")
+    kernel = kcsan_report("tick_sched_timer+0x1/0x2", "rcu_gp_kthread+0x3/0x4")
+    v = debugjudge.judge(console([*kernel, *mine]), kmemleak=False)
+    assert not v.marked
+    assert [r.title for r in v.reports] == [mine[1].split("] ", 1)[1]]
+    assert [(r.title, why) for r, why in v.known] == [
+        (kernel[1].split("] ", 1)[1], debugjudge.KERNEL_RACE)]

@@ -25,6 +25,16 @@ TITLE = {
     "kasan": "BUG: KASAN: slab-use-after-free in spmu_commit+0x5c/0x200",
     "kcsan": "BUG: KCSAN: data-race in spmu_racer / spmu_racer",
 }
+# A data race of the kernel's own, as 6.1 reports it: no [simple_pmu] frame.
+KERNEL_RACE = [
+    "==================================================================",
+    "BUG: KCSAN: data-race in tick_sched_do_timer / tick_nohz_next_event", "",
+    "write to 0xffff800009b2c5d8 of 4 bytes by interrupt on cpu 1:",
+    " tick_sched_do_timer+0x2c/0x120", "",
+    "read to 0xffff800009b2c5d8 of 4 bytes by task 0 on cpu 0:",
+    " tick_nohz_next_event+0x1c/0x1e0", "",
+    "==================================================================",
+]
 
 
 class Guest:
@@ -33,13 +43,15 @@ class Guest:
     def __init__(self, tmp: Path, wrong: dict[str, str | None] | None = None,
                  klog: bool = True, stray: bool = False, crash: bool = False,
                  results: tuple[str, ...] = (), profile_report: bool = False,
-                 anonymous: tuple[str, ...] = ()):
+                 anonymous: tuple[str, ...] = (), kernel_race: bool = False):
         self.tmp, self.wrong, self.klog = tmp, wrong or {}, klog
         self.anonymous = anonymous  # bugs whose report names no module: the kernel's own
         self.stray, self.crash = stray, crash
         self.results, self.profile_report = results, profile_report
+        self.kernel_race = kernel_race  # a profile run's log has a race of the kernel's own
         self.boots: list[dict] = []
         self.flavours: list[str] = []  # the kernels asked for
+        self.works: list[str] = []  # the flavour of each work dir asked for
 
     def initramfs(self, spec, apt, out):
         self.spec = spec
@@ -74,7 +86,14 @@ class Guest:
         return text if self.klog else text.split("@@SPMU KLOG-BEGIN")[0]
 
     def profile(self) -> str:
-        klog = [MARK] + ([f"[    5.0] {TITLE['kasan']}"] if self.profile_report else [])
+        klog = [MARK]
+        if self.kernel_race:  # no frame of the module: shown, not counted
+            klog += [f"[    4.0] {ln}" for ln in KERNEL_RACE]
+        if self.profile_report and self.flavours[-1] == "kcsan":  # the module's race
+            klog += [f"[    5.0] {TITLE['kcsan']}",
+                     "[    5.0]  spmu_timer_fn+0x20/0x80 [simple_pmu]"]
+        elif self.profile_report:
+            klog.append(f"[    5.0] {TITLE['kasan']}")
         # The guest's init prints a scan only where the kernel has kmemleak.
         scan = ["@@SPMU KMEMLEAK-BEGIN", "@@SPMU KMEMLEAK-END"] \
             if self.flavours[-1] == "debug" else []
@@ -99,7 +118,8 @@ def fake(monkeypatch, tmp_path):
         monkeypatch.setattr(debugrun, "build_broken",
                             lambda kdir, arch, out: tmp_path / "broken" / "spmu_broken.ko")
         monkeypatch.setattr(build, "build", lambda kdir: SimpleNamespace(ko=tmp_path / "m.ko"))
-        monkeypatch.setattr(debugrun, "_work", lambda arch, flavour="debug": tmp_path)
+        monkeypatch.setattr(debugrun, "_work",
+                            lambda arch, flavour="debug": g.works.append(flavour) or tmp_path)
         monkeypatch.setattr(guest, "initramfs", g.initramfs)
         monkeypatch.setattr(qemu, "boot", g.boot)
         monkeypatch.setattr(commands, "PrivateApt", lambda: None)
@@ -147,7 +167,7 @@ def test_a_bug_asked_of_the_kernel_without_its_detector_is_refused(fake, flavour
     g = fake()
     with pytest.raises(PipelineError, match=message):
         debug("arm64", "", bugs, 1, 1.0, flavour=flavour)
-    assert g.boots == []
+    assert g.boots == [] and g.flavours == []  # no kernel built either
 
 
 @pytest.mark.parametrize("arch, flavour, profiles, message", [
@@ -179,6 +199,14 @@ def test_profiles_by_default_are_the_flavours(fake, flavour, profiles):
     assert [b["spec"].profile for b in g.boots] == profiles
 
 
+def test_amd64_by_default_runs_its_main_suite(fake):
+    """(helper-47) The defaults are arm64's profiles: amd64 has only its main suite
+    (the refusal), which it runs rather than refusing a profile nobody named."""
+    g = fake(results=tuple(guest.manifest("amd64")))
+    ok, fails = debug("amd64", None, "none", 1, 1.0)
+    assert ok and fails == [] and [b["spec"].profile for b in g.boots] == [""]
+
+
 def test_a_kcsan_profile_run_needs_no_kmemleak_scan_but_a_debug_one_does(fake, monkeypatch):
     g = fake(results=tuple(guest.manifest("arm64", "stress")))
     ok, fails = debug("arm64", "stress", "none", 1, 1.0, flavour="kcsan")
@@ -189,6 +217,74 @@ def test_a_kcsan_profile_run_needs_no_kmemleak_scan_but_a_debug_one_does(fake, m
         kdir=g.tmp / "kdir", release="6.1.0", image=g.tmp / "Image"))
     ok, fails = debug("arm64", "stress", "none", 1, 1.0)
     assert not ok and any("no kmemleak scan" in f for f in fails)
+
+
+def test_each_flavour_keeps_its_runs_in_a_work_dir_of_its_own(fake, monkeypatch, tmp_path):
+    """(audit-47) build/kcsan-ARCH beside build/debug-ARCH: one kernel's consoles,
+    images and broken module do not overwrite the other's."""
+    g = fake(results=tuple(guest.manifest("arm64", "stress")))
+    ok, fails = debug("arm64", "stress", "all", 1, 1.0, flavour="kcsan")
+    assert ok and fails == []
+    assert g.flavours == g.works == ["kcsan", "kcsan"]  # the detectors', the profiles'
+    monkeypatch.undo()
+    monkeypatch.setattr(debugrun, "REPO", tmp_path)
+    assert debugrun._work("arm64") == tmp_path / "build" / "debug-arm64"
+    assert debugrun._work("arm64", "kcsan") == tmp_path / "build" / "kcsan-arm64"
+    assert (tmp_path / "build" / "kcsan-arm64").is_dir()
+
+
+@pytest.mark.parametrize("how, bugs, profiles, failure", [
+    ("stray", "all", "", "test-debug kcsan arm64: a report before the first bug: WARNING"),
+    ("crash", "all", "", "test-debug kcsan arm64: detectors guest: guest kernel panicked"),
+    ("profile_report", "none", "stress",
+     f"test-debug kcsan arm64 profile/stress: kcsan: {TITLE['kcsan']}"),
+])
+def test_a_failing_kcsan_run_names_the_kcsan_kernel_in_every_failure(fake, capsys, how, bugs,
+                                                                     profiles, failure):
+    """(audit-47) Each failure, and the summary line, tell it from the debug kernel's."""
+    fake(results=tuple(guest.manifest("arm64", "stress")), **{how: True})
+    ok, fails = debug("arm64", profiles, bugs, 1, 1.0, flavour="kcsan")
+    assert not ok and any(f.startswith(failure) for f in fails), fails
+    assert all(f.startswith("test-debug kcsan arm64") for f in fails), fails
+    assert capsys.readouterr().out.splitlines()[-1].startswith("test-debug kcsan arm64: FAILED")
+
+
+def test_a_kcsan_profile_run_shows_the_kernels_own_race_and_counts_the_modules(fake, capsys):
+    """(audit-47) Through test-debug: the kernel's race printed as not counted; the run
+    passes until the module's own race is in the log too."""
+    fake(results=tuple(guest.manifest("arm64", "stress")), kernel_race=True)
+    ok, fails = debug("arm64", "stress", "none", 1, 1.0, flavour="kcsan")
+    out = capsys.readouterr().out
+    assert ok and fails == [], out
+    assert (f"(not counted, {debugjudge.KERNEL_RACE}) kcsan: {KERNEL_RACE[1]}") in out
+    fake(results=tuple(guest.manifest("arm64", "stress")), kernel_race=True,
+         profile_report=True)
+    ok, fails = debug("arm64", "stress", "none", 1, 1.0, flavour="kcsan")
+    assert not ok and fails == [f"test-debug kcsan arm64 profile/stress: kcsan: {TITLE['kcsan']}"]
+
+
+def test_invoke_test_debug_passes_the_flavour_and_leaves_the_default_profiles_to_it(
+        monkeypatch):
+    """(audit-47) tasks.py: --flavour reaches commands.test_debug, and no --profiles is
+    None there (the flavour's DEBUG_DEFAULT_PROFILES), not the debug kernel's list."""
+    import inspect
+
+    from invoke.parser import Parser, ParserContext
+
+    import tasks
+
+    seen = []
+    signature = inspect.signature(commands.test_debug)
+    monkeypatch.setattr(tasks.commands, "test_debug",
+                        lambda *a, **k: seen.append(signature.bind(*a, **k).arguments) or True)
+    ctx = ParserContext(name="test-debug", args=tasks.test_debug.get_arguments())
+    for argv in ([], ["--flavour", "kcsan"], ["--profiles", ""]):
+        parsed = Parser(contexts=[ctx]).parse_argv(["test-debug", *argv])
+        tasks.test_debug.body(None, **parsed[0].as_kwargs)
+    default, kcsan, detectors_only = seen
+    assert default.get("flavour", "debug") == "debug" and default["profiles"] is None
+    assert kcsan["flavour"] == "kcsan" and kcsan["profiles"] is None
+    assert detectors_only["profiles"] == ""  # --profiles "": the detectors alone
 
 
 @pytest.mark.parametrize("bug, kind", [
@@ -273,7 +369,7 @@ def test_the_debug_profile_boots_with_its_sweep_step_and_failslab_caches(fake):
     (b,) = g.boots
     words = b["params"].split()
     assert words[0] == "spmu.debug=1"
-    assert {"spmu.stress_cycles=7", "spmu.fail_nth_step=20",
+    assert {"spmu.stress_cycles=7", "spmu.fail_nth_step=20", "initcall_debug",
             "slub_debug=A;-,kmemleak_object,kmemleak_scan_area,debug_objects_cache"} <= set(words)
     assert b["spec"].profile == "debug" and not b["icount"]  # no INST_RETIRED: EV=0x11
     assert b["spec"].module is not None and not b["spec"].python
