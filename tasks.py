@@ -100,14 +100,17 @@ def test_qemu(c, kernel="all", arch="all", timeout=GUEST_TIMEOUT_S, jobs=2, stre
             "default) or kcsan (data races; arm64; no debug profile)",
             "stress-cycles": "load/unload cycles of the stress profile",
             "fail-nth-step": "the debug profile's load sweep tries every Kth fault point "
-            "(default 1: all)", "timeout": "seconds per guest"})
+            "(default 1: all)",
+            "fail-nth-window": "with --fail-nth-step above 1: every point at most W each way "
+            "of the first the stride met in the module's init (default 0: until the init's "
+            "ends)", "timeout": "seconds per guest"})
 def test_debug(c, arch="arm64", profiles=None, bugs="all", stress_cycles=200,
-               fail_nth_step=1, timeout=5400, flavour="debug"):
+               fail_nth_step=1, fail_nth_window=0, timeout=10800, flavour="debug"):
     """The module under lockdep, KASAN, kmemleak, UBSAN, debug objects and fault injection
     (a kernel built from Debian's linux-source): the detectors proven, then the guest
     profiles; every report fails."""
     if not _run(commands.test_debug, arch, profiles, bugs, int(stress_cycles),
-                float(timeout), int(fail_nth_step), None, flavour):
+                float(timeout), int(fail_nth_step), None, flavour, int(fail_nth_window)):
         raise Exit(code=1)
 
 

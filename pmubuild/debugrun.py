@@ -184,10 +184,11 @@ def check_profiles(arch: str, names: list[str], flavour: str = "debug"
 
 def profiles(apt: PrivateApt, arch: str, names: list[str], stress_cycles: int,
              timeout: float = DEBUG_TIMEOUT_S, fail_nth_step: int = 1,
-             flavour: str = "debug") -> list[DebugRun]:
+             flavour: str = "debug", fail_nth_window: int = 0) -> list[DebugRun]:
     """The project's module built for the `flavour` kernel, each named guest profile of
     `arch` booted on it ("" is the main suite). fail_nth_step: the load sweep of the
-    debug profile tries every that-many-th fault point."""
+    debug profile tries every that-many-th fault point, then at most fail_nth_window
+    (0: all) each way around the first it met in the module's init."""
     known = check_profiles(arch, names, flavour)
     k = debugkernel.ensure(apt, arch, flavour)
     ko = build.build(k.kdir).ko
@@ -199,7 +200,8 @@ def profiles(apt: PrivateApt, arch: str, names: list[str], stress_cycles: int,
         runs.append(_boot(f"profile/{p.name or 'main'}", spec, k.image, apt, work, timeout,
                           icount=p.icount, el2=p.el2,
                           params=f"spmu.stress_cycles={stress_cycles} "
-                                 f"spmu.fail_nth_step={fail_nth_step} {p.params}".rstrip(),
+                                 f"spmu.fail_nth_step={fail_nth_step} "
+                                 f"spmu.fail_nth_window={fail_nth_window} {p.params}".rstrip(),
                           expected=guest.manifest(arch, p.name),
                           kmemleak=debugkernel.has_kmemleak(flavour)))
     return runs

@@ -394,6 +394,15 @@ def test_a_profile_run_with_a_report_or_a_failed_or_missing_script_fails(fake, h
                                     for f in fails)
 
 
+def test_the_window_bound_reaches_the_guest_and_a_negative_one_is_refused(fake):
+    g = fake(results=tuple(guest.manifest("arm64", "debug")))
+    ok, _ = debug("arm64", "debug", "none", 1, 1.0, fail_nth_step=20, fail_nth_window=8)
+    assert ok and "spmu.fail_nth_window=8" in g.boots[0]["params"].split()
+    with pytest.raises(PipelineError, match="--fail-nth-window -1: 0"):
+        debug("arm64", "debug", "none", 1, 1.0, fail_nth_step=20, fail_nth_window=-1)
+    assert len(g.boots) == 1
+
+
 @pytest.mark.parametrize("step, cycles", [(0, 1), (1, 0)])
 def test_a_sweep_step_or_cycle_count_below_one_is_refused(fake, step, cycles):
     g = fake()
@@ -406,23 +415,26 @@ def test_a_sweep_step_or_cycle_count_below_one_is_refused(fake, step, cycles):
 
 def test_ci_debug_runs_the_detectors_and_the_debug_profile_every_20th_point(monkeypatch):
     seen = []
-    monkeypatch.setattr(commands, "test_debug", lambda *a: seen.append(a) or True)
+    monkeypatch.setattr(commands, "test_debug",
+                        lambda *a, **kw: seen.append((a, kw)) or True)
     fails: list[str] = []
     assert commands.ci_debug(fails) is True
-    ((arch, profiles, bugs, _cycles, _timeout, step, passed),) = seen
+    (((arch, profiles, bugs, _cycles, timeout, step, passed), kw),) = seen
     assert (arch, profiles, bugs, step) == ("arm64", "debug", "all", 20)
+    # The whole init walked at 15 s a point outlived the guest's 30 minutes (stop 37).
+    assert kw == {"fail_nth_window": 8} and timeout == 1800
     assert passed is fails  # its failures reach the summary of `invoke test`
 
 
 def test_ci_debug_failing_or_raising_is_a_failure_of_invoke_test(monkeypatch):
-    def raises(*a):
+    def raises(*a, **kw):
         raise PipelineError("building the debug kernel failed")
 
     monkeypatch.setattr(commands, "test_debug", raises)
     fails: list[str] = []
     assert commands.ci_debug(fails) is False
     assert fails == ["test-debug arm64: building the debug kernel failed"]
-    monkeypatch.setattr(commands, "test_debug", lambda *a: False)
+    monkeypatch.setattr(commands, "test_debug", lambda *a, **kw: False)
     assert commands.ci_debug([]) is False
 
 

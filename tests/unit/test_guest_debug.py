@@ -886,6 +886,10 @@ NAMED = {  # key: (script, world) of the tests below that are no scenario or mut
     # three times (9, 13, 17) and the window must fill in every point between.
     "50-stride-long-init": (S50, World(points={"loader": 5, "load": 12, "after": 2},
                                        cmdline="initcall_debug spmu.fail_nth_step=4")),
+    # The same with the window bounded to 2 points each way of the first met (9).
+    "50-stride-window-bound": (S50, World(
+        points={"loader": 5, "load": 12, "after": 2},
+        cmdline="initcall_debug spmu.fail_nth_step=4 spmu.fail_nth_window=2")),
     "30-cpus-stale-after-online": (S30, World(bugs=("cpus-stale-after-online",))),
     "30-cpus-stale-after-fallback": (S30, World(bugs=("cpus-stale-after-fallback",))),
     # Every 4th point: N=1 (loader), 5 (the init's third, absorbed), 9 (whole).
@@ -988,6 +992,20 @@ def test_50_stride_window_tries_every_point_of_a_long_init(runs):
     assert len(tried) == len(set(tried))  # no point twice
     assert out[-1].startswith("fail-nth points exercised: 15 at load (every 4th of 19, "
                               "and every one from 5 to 18 around the module's init): "), out[-1]
+
+
+@uses("50-stride-window-bound")
+def test_50_window_bound_walks_at_most_w_points_each_way(runs):
+    """spmu.fail_nth_window=W (what `invoke test` uses: the debug kernel's init has
+    a hundred and more points, 15 s each) stops each walk W points from the first."""
+    tmp, out = runs.passed("50-stride-window-bound")
+    tried = [int(ln.split()[0][2:]) for ln in out if ln.startswith("n=")]
+    assert tried == [1, 5, 9, 13, 17, 21, 8, 7, 10, 11], tried
+    assert out[-1].startswith("fail-nth points exercised: 9 at load (every 4th of 19, and "
+                              "every one from 7 to 11 (at most 2 either side of 9, the first "
+                              "met in the module's init)): 9 failed with ENOMEM (7 in the "
+                              "module's init"), out[-1]
+    assert left_clean(tmp)
 
 
 @uses("50-progress")

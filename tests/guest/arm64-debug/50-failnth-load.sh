@@ -7,10 +7,11 @@
 # module's code ran, in none (initcall_debug on the command line tells the two apart:
 # "calling  ... [simple_pmu]" is logged only when the loader got that far).
 # With spmu.fail_nth_step=K on the command line only N = 1, 1+K, 1+2K, ... are tried,
-# and then every point of the module's own init around those met there: back to
+# and then every point of the module's own init around the first met there: back to
 # the loader's last, on to the first the kernel injected after the init had returned
 # (failslab's notice, verbose=1, places each injected failure; a __GFP_NOWARN
-# allocation's has none).
+# allocation's has none); spmu.fail_nth_window=W walks at most W points each way
+# (the debug kernel's init has a hundred and more, 15 s each under TCG).
 # Leaks and warnings are judged after the whole run (kmemleak, the kernel log).
 . /tests/lib.sh
 fault_setup
@@ -23,6 +24,8 @@ ko=/lib/modules/$(uname -r)/extra/simple-pmu.ko
 step=$(sed -n 's/.*spmu\.fail_nth_step=\([0-9]*\).*/\1/p' /proc/cmdline)
 step=${step:-1}
 [ "$step" -ge 1 ] || fail "spmu.fail_nth_step=$step: 1 or more"
+wmax=$(sed -n 's/.*spmu\.fail_nth_window=\([0-9]*\).*/\1/p' /proc/cmdline)
+wmax=${wmax:-0} # 0: no bound
 CALLING='calling  .*\[simple_pmu\]'
 
 # where LOG: where the injected failure's notice came: loader (before the module's
@@ -94,28 +97,37 @@ if [ "$step" -gt 1 ]; then
 	inits=$(echo $classes | tr ' ' '\n' | sed -n 's/:init$//p; s/:absorbed-init$//p')
 	[ -n "$inits" ] || fail "every ${step}th of $calls points met none in the module's init: try a smaller spmu.fail_nth_step"
 	first=$(echo "$inits" | head -n 1)
-	k=$((first - 1))
-	while [ $k -ge 1 ]; do
+	# within K: whether point K is inside the window's bound around the first.
+	within() {
+		[ "$wmax" -eq 0 ] || [ $(($1 > first ? $1 - first : first - $1)) -le "$wmax" ]
+	}
+	known() {
 		case "$classes" in
-		*" $k:"*) class=$(echo $classes | tr ' ' '\n' | sed -n "s/^$k://p") ;;
-		*) point $k ;;
+		*" $1:"*) class=$(echo $classes | tr ' ' '\n' | sed -n "s/^$1://p") ;;
+		*) point $1 ;;
 		esac
+	}
+	from=$first k=$((first - 1))
+	while [ $k -ge 1 ] && within $k; do
+		known $k
+		from=$k
 		case $class in loader | absorbed-loader) break ;; esac
 		k=$((k - 1))
 	done
-	from=$((k < 1 ? 1 : k))
 	# Every point from the first met in the init on, until one after it: the init's
 	# own points between the stride's are not skipped.
-	k=$((first + 1))
-	while :; do
-		case "$classes" in
-		*" $k:"*) class=$(echo $classes | tr ' ' '\n' | sed -n "s/^$k://p") ;;
-		*) point $k ;;
-		esac
+	to=$first k=$((first + 1))
+	while within $k; do
+		known $k
+		to=$k
 		case $class in ok | absorbed-after) break ;; esac
 		k=$((k + 1))
 	done
-	window=", and every one from $from to $k around the module's init"
+	if [ "$wmax" -eq 0 ]; then
+		window=", and every one from $from to $to around the module's init"
+	else
+		window=", and every one from $from to $to (at most $wmax either side of $first, the first met in the module's init)"
+	fi
 fi
 left_nothing "after the sweep"
 count() {
