@@ -199,9 +199,9 @@ def test_debug(arch: str, profiles: str | None, bugs: str, stress_cycles: int,
     if fail_nth_step < 1 or stress_cycles < 1:
         raise PipelineError(f"test-debug: --fail-nth-step {fail_nth_step} and "
                             f"--stress-cycles {stress_cycles}: each 1 or more")
-    if fail_nth_window < 0:
+    if fail_nth_window < 0 or (fail_nth_window and fail_nth_step == 1):
         raise PipelineError(f"test-debug: --fail-nth-window {fail_nth_window}: 0 (no bound) "
-                            "or more")
+                            "or more, and only with a --fail-nth-step above 1")
     fails = fails if fails is not None else []
     if not chosen and not names:
         raise PipelineError("test-debug: nothing to run (no --profiles and --bugs none)")

@@ -278,13 +278,16 @@ def test_invoke_test_debug_passes_the_flavour_and_leaves_the_default_profiles_to
     monkeypatch.setattr(tasks.commands, "test_debug",
                         lambda *a, **k: seen.append(signature.bind(*a, **k).arguments) or True)
     ctx = ParserContext(name="test-debug", args=tasks.test_debug.get_arguments())
-    for argv in ([], ["--flavour", "kcsan"], ["--profiles", ""]):
+    for argv in ([], ["--flavour", "kcsan"], ["--profiles", ""],
+                 ["--fail-nth-step", "20", "--fail-nth-window", "8"]):
         parsed = Parser(contexts=[ctx]).parse_argv(["test-debug", *argv])
         tasks.test_debug.body(None, **parsed[0].as_kwargs)
-    default, kcsan, detectors_only = seen
+    default, kcsan, detectors_only, window = seen
     assert default.get("flavour", "debug") == "debug" and default["profiles"] is None
+    assert default.get("fail_nth_window", 0) == 0 and default["timeout"] == 10800
     assert kcsan["flavour"] == "kcsan" and kcsan["profiles"] is None
     assert detectors_only["profiles"] == ""  # --profiles "": the detectors alone
+    assert (window["fail_nth_step"], window["fail_nth_window"]) == (20, 8)
 
 
 @pytest.mark.parametrize("bug, kind", [
@@ -398,8 +401,9 @@ def test_the_window_bound_reaches_the_guest_and_a_negative_one_is_refused(fake):
     g = fake(results=tuple(guest.manifest("arm64", "debug")))
     ok, _ = debug("arm64", "debug", "none", 1, 1.0, fail_nth_step=20, fail_nth_window=8)
     assert ok and "spmu.fail_nth_window=8" in g.boots[0]["params"].split()
-    with pytest.raises(PipelineError, match="--fail-nth-window -1: 0"):
-        debug("arm64", "debug", "none", 1, 1.0, fail_nth_step=20, fail_nth_window=-1)
+    for step, window in ((20, -1), (1, 8)):
+        with pytest.raises(PipelineError, match=f"--fail-nth-window {window}: 0 .* above 1"):
+            debug("arm64", "debug", "none", 1, 1.0, fail_nth_step=step, fail_nth_window=window)
     assert len(g.boots) == 1
 
 

@@ -886,10 +886,14 @@ NAMED = {  # key: (script, world) of the tests below that are no scenario or mut
     # three times (9, 13, 17) and the window must fill in every point between.
     "50-stride-long-init": (S50, World(points={"loader": 5, "load": 12, "after": 2},
                                        cmdline="initcall_debug spmu.fail_nth_step=4")),
-    # The same with the window bounded to 2 points each way of the first met (9).
+    # The same with the walk on bounded to 2 points from the first met (9), then the
+    # last 2 calls; and with a bound wider than the init, which the walk's own ends stop.
     "50-stride-window-bound": (S50, World(
         points={"loader": 5, "load": 12, "after": 2},
         cmdline="initcall_debug spmu.fail_nth_step=4 spmu.fail_nth_window=2")),
+    "50-stride-window-wide": (S50, World(
+        points={"loader": 5, "load": 12, "after": 2},
+        cmdline="initcall_debug spmu.fail_nth_step=4 spmu.fail_nth_window=10")),
     "30-cpus-stale-after-online": (S30, World(bugs=("cpus-stale-after-online",))),
     "30-cpus-stale-after-fallback": (S30, World(bugs=("cpus-stale-after-fallback",))),
     # Every 4th point: N=1 (loader), 5 (the init's third, absorbed), 9 (whole).
@@ -994,17 +998,26 @@ def test_50_stride_window_tries_every_point_of_a_long_init(runs):
                               "and every one from 5 to 18 around the module's init): "), out[-1]
 
 
-@uses("50-stride-window-bound")
-def test_50_window_bound_walks_at_most_w_points_each_way(runs):
+@pytest.mark.parametrize("case, tried, window", [
+    # Back to the loader's last (5, unbounded: at most step - 1), on 2 from 9, the last 2.
+    ("50-stride-window-bound", [1, 5, 9, 13, 17, 21, 8, 7, 6, 10, 11, 19, 18],
+     "every one from 5 to 11 around 9, the first met in the module's init (cut 2 after "
+     "it), and every one from 18 to 19, the last"),
+    # A bound of 10 past the init's end: the walk stops at the first after it (18), the
+    # last calls' walk at a point tried already (18).
+    ("50-stride-window-wide", [1, 5, 9, 13, 17, 21, 8, 7, 6, 10, 11, 12, 14, 15, 16, 18, 19],
+     "every one from 5 to 18 around 9, the first met in the module's init (on to the "
+     "first after it), and every one from 19 to 19, the last"),
+])
+@uses("50-stride-window-bound", "50-stride-window-wide")
+def test_50_window_bound_walks_on_at_most_w_then_the_last_w(runs, case, tried, window):
     """spmu.fail_nth_window=W (what `invoke test` uses: the debug kernel's init has
-    a hundred and more points, 15 s each) stops each walk W points from the first."""
-    tmp, out = runs.passed("50-stride-window-bound")
-    tried = [int(ln.split()[0][2:]) for ln in out if ln.startswith("n=")]
-    assert tried == [1, 5, 9, 13, 17, 21, 8, 7, 10, 11], tried
-    assert out[-1].startswith("fail-nth points exercised: 9 at load (every 4th of 19, and "
-                              "every one from 7 to 11 (at most 2 either side of 9, the first "
-                              "met in the module's init)): 9 failed with ENOMEM (7 in the "
-                              "module's init"), out[-1]
+    a hundred and more points, 15 s each) stops the walk on W points from the first,
+    and walks back over the last W calls, the init's deepest unwinds."""
+    tmp, out = runs.passed(case)
+    assert [int(ln.split()[0][2:]) for ln in out if ln.startswith("n=")] == tried
+    assert out[-1].startswith(f"fail-nth points exercised: {len(tried) - 1} at load (every "
+                              f"4th of 19, and {window}): "), out[-1]
     assert left_clean(tmp)
 
 
@@ -1163,6 +1176,9 @@ BUGS = {  # id: (script, world, what its failure says)
     "50-no-module-file": (S50, W(ko=False), f"no /lib/modules/{RELEASE}/extra/simple-pmu.ko"),
     "50-step-0": (S50, W(cmdline="initcall_debug spmu.fail_nth_step=0"),
                   "spmu.fail_nth_step=0: 1 or more"),
+    "50-window-not-a-count": (S50, W(cmdline="initcall_debug spmu.fail_nth_step=2 "
+                                     "spmu.fail_nth_window=-1"),
+                              "spmu.fail_nth_window=-1: a count of points (0: no bound)"),
     "50-verbose-refused": (S50, W(fi_refuses="failslab/verbose=1"),
                            "cannot set failslab/verbose"),
     # Every 2nd of 3 points: the loader's (N=1), after the init (N=3), none in it.
@@ -1315,6 +1331,7 @@ MUTATIONS = [  # (id, file, old text (exactly once there), new, BUGS id or (GOOD
      ": || fail", "50-no-initcall-debug"),
     ("50-ko-unchecked", S50, '[ -f "$ko" ] || fail', ": || fail", "50-no-module-file"),
     ("50-step-unchecked", S50, '[ "$step" -ge 1 ] || fail', ": || fail", "50-step-0"),
+    ("50-window-unchecked", S50, 'in *[!0-9]*) fail', "in *[!0-9]*) :", "50-window-not-a-count"),
     ("50-verbose-unchecked", S50, 'echo 1 > $FI/$a/verbose || fail', "echo 1 > $FI/$a/verbose || :",
      "50-verbose-refused"),
     ("50-failnth-status-unchecked", S50, 'out=$(failnth "$1" load "$ko" "$EV") || fail',

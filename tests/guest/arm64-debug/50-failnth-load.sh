@@ -10,8 +10,9 @@
 # and then every point of the module's own init around the first met there: back to
 # the loader's last, on to the first the kernel injected after the init had returned
 # (failslab's notice, verbose=1, places each injected failure; a __GFP_NOWARN
-# allocation's has none); spmu.fail_nth_window=W walks at most W points each way
-# (the debug kernel's init has a hundred and more, 15 s each under TCG).
+# allocation's has none). spmu.fail_nth_window=W walks on at most W from there, and
+# then back over the last W calls, where the init's failures unwind the most (the debug
+# kernel's init has a hundred and more points, 15 s each under TCG).
 # Leaks and warnings are judged after the whole run (kmemleak, the kernel log).
 . /tests/lib.sh
 fault_setup
@@ -24,8 +25,9 @@ ko=/lib/modules/$(uname -r)/extra/simple-pmu.ko
 step=$(sed -n 's/.*spmu\.fail_nth_step=\([0-9]*\).*/\1/p' /proc/cmdline)
 step=${step:-1}
 [ "$step" -ge 1 ] || fail "spmu.fail_nth_step=$step: 1 or more"
-wmax=$(sed -n 's/.*spmu\.fail_nth_window=\([0-9]*\).*/\1/p' /proc/cmdline)
-wmax=${wmax:-0} # 0: no bound
+wmax=$(sed -n 's/.*spmu\.fail_nth_window=\([^ ]*\).*/\1/p' /proc/cmdline)
+case $wmax in *[!0-9]*) fail "spmu.fail_nth_window=$wmax: a count of points (0: no bound)" ;; esac
+wmax=${wmax:-0}
 CALLING='calling  .*\[simple_pmu\]'
 
 # where LOG: where the injected failure's notice came: loader (before the module's
@@ -97,36 +99,43 @@ if [ "$step" -gt 1 ]; then
 	inits=$(echo $classes | tr ' ' '\n' | sed -n 's/:init$//p; s/:absorbed-init$//p')
 	[ -n "$inits" ] || fail "every ${step}th of $calls points met none in the module's init: try a smaller spmu.fail_nth_step"
 	first=$(echo "$inits" | head -n 1)
-	# within K: whether point K is inside the window's bound around the first.
-	within() {
-		[ "$wmax" -eq 0 ] || [ $(($1 > first ? $1 - first : first - $1)) -le "$wmax" ]
-	}
 	known() {
 		case "$classes" in
 		*" $1:"*) class=$(echo $classes | tr ' ' '\n' | sed -n "s/^$1://p") ;;
 		*) point $1 ;;
 		esac
 	}
+	# Back to the loader's last: at most step - 1 points, the stride's were tried.
 	from=$first k=$((first - 1))
-	while [ $k -ge 1 ] && within $k; do
+	while [ $k -ge 1 ]; do
 		known $k
 		from=$k
 		case $class in loader | absorbed-loader) break ;; esac
 		k=$((k - 1))
 	done
-	# Every point from the first met in the init on, until one after it: the init's
-	# own points between the stride's are not skipped.
-	to=$first k=$((first + 1))
-	while within $k; do
+	# Every point from the first met in the init on, until one after it (or W on):
+	# the init's own points between the stride's are not skipped.
+	to=$first k=$((first + 1)) reach="cut $wmax after it"
+	while [ "$wmax" -eq 0 ] || [ $((k - first)) -le "$wmax" ]; do
 		known $k
 		to=$k
-		case $class in ok | absorbed-after) break ;; esac
+		case $class in ok | absorbed-after) reach="on to the first after it" && break ;; esac
 		k=$((k + 1))
 	done
 	if [ "$wmax" -eq 0 ]; then
 		window=", and every one from $from to $to around the module's init"
 	else
-		window=", and every one from $from to $to (at most $wmax either side of $first, the first met in the module's init)"
+		window=", and every one from $from to $to around $first, the first met in the module's init ($reach)"
+		# The last W calls, down to one tried already or the loader's.
+		tail=$((calls + 1)) k=$calls
+		while [ $k -ge 1 ] && [ $((calls - k)) -lt "$wmax" ]; do
+			case "$classes" in *" $k:"*) break ;; esac
+			point $k
+			tail=$k
+			case $class in loader | absorbed-loader) break ;; esac
+			k=$((k - 1))
+		done
+		[ $tail -le $calls ] && window="$window, and every one from $tail to $calls, the last"
 	fi
 fi
 left_nothing "after the sweep"
