@@ -101,9 +101,9 @@ def test_qemu(c, kernel="all", arch="all", timeout=GUEST_TIMEOUT_S, jobs=2, stre
             "stress-cycles": "load/unload cycles of the stress profile",
             "fail-nth-step": "the debug profile's load sweep tries every Kth fault point "
             "(default 1: all)",
-            "fail-nth-window": "with --fail-nth-step above 1: every point at most W each way "
-            "of the first the stride met in the module's init (default 0: until the init's "
-            "ends)", "timeout": "seconds per guest"})
+            "fail-nth-window": "with --fail-nth-step above 1: every point on at most W from the "
+            "first the stride met in the module's init, then the last W (default 0: on to the "
+            "init's end)", "timeout": "seconds per guest"})
 def test_debug(c, arch="arm64", profiles=None, bugs="all", stress_cycles=200,
                fail_nth_step=1, fail_nth_window=0, timeout=10800, flavour="debug"):
     """The module under lockdep, KASAN, kmemleak, UBSAN, debug objects and fault injection

@@ -384,9 +384,9 @@ def skip_summary(skips: list[str]) -> list[str]:
 
 # What `invoke test` runs on the debug kernel (issue 24; README "Under the kernel's
 # debuggers"): the detectors (one guest) and the debug profile with every 20th point of
-# its load sweep and 8 each way around the first in the module's init (each point is
-# 15 s; the init has a hundred and more). `invoke test-debug` runs the whole sweep and
-# the stress profile.
+# its load sweep, every point on at most 8 from the first in the module's init, and the
+# last 8 (each point is 15 s; the init has a hundred and more). `invoke test-debug` runs
+# the whole sweep and the stress profile.
 CI_DEBUG_PROFILES = "debug"
 CI_FAIL_NTH_STEP = 20
 CI_FAIL_NTH_WINDOW = 8
@@ -395,8 +395,8 @@ CI_FAIL_NTH_WINDOW = 8
 def ci_debug(fails: list[str]) -> bool:
     """The debug kernel's part of `invoke test`; its failures go to `fails`."""
     say(f"test-debug: arm64 detectors and the {CI_DEBUG_PROFILES} profile (every "
-        f"{CI_FAIL_NTH_STEP}th fault point at load, {CI_FAIL_NTH_WINDOW} each way around the "
-        "init's first); the rest: invoke test-debug")
+        f"{CI_FAIL_NTH_STEP}th fault point at load, window {CI_FAIL_NTH_WINDOW} around the "
+        "init's first and at the end); the rest: invoke test-debug")
     try:
         return test_debug("arm64", CI_DEBUG_PROFILES, "all", 1, debugrun.DEBUG_TIMEOUT_S,
                           CI_FAIL_NTH_STEP, fails, fail_nth_window=CI_FAIL_NTH_WINDOW)

@@ -187,8 +187,9 @@ def profiles(apt: PrivateApt, arch: str, names: list[str], stress_cycles: int,
              flavour: str = "debug", fail_nth_window: int = 0) -> list[DebugRun]:
     """The project's module built for the `flavour` kernel, each named guest profile of
     `arch` booted on it ("" is the main suite). fail_nth_step: the load sweep of the
-    debug profile tries every that-many-th fault point, then at most fail_nth_window
-    (0: all) each way around the first it met in the module's init."""
+    debug profile tries every that-many-th fault point, then every one around the first
+    it met in the module's init: on from it at most fail_nth_window (0: to the init's
+    end), then the last fail_nth_window calls."""
     known = check_profiles(arch, names, flavour)
     k = debugkernel.ensure(apt, arch, flavour)
     ko = build.build(k.kdir).ko
