@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO
 
+from . import idledt
 from .errors import PipelineError
 
 MARK = "@@SPMU"
@@ -156,7 +157,11 @@ def crash_lines(console: str) -> list[str]:
 
 
 def command(arch: str, image: Path, initrd: Path, mode: str, smp: int = 2,
-            icount: bool = True, el2: bool = False, params: str = "") -> list[str]:
+            icount: bool = True, el2: bool = False, params: str = "",
+            idle_states: bool = False) -> list[str]:
+    """idle_states (arm64): boot with QEMU's own device tree plus a PSCI idle state
+    (pmubuild.idledt), which a kernel with CPU_IDLE and ARM_PSCI_CPUIDLE enters through
+    CPU PM; without it, QEMU's tree has no idle state."""
     append = f"panic=-1 quiet rdinit=/init spmu.mode={mode} {params}".rstrip()
     if arch == "arm64":
         binary = "qemu-system-aarch64"
@@ -167,26 +172,34 @@ def command(arch: str, image: Path, initrd: Path, mode: str, smp: int = 2,
         # pauth-impdef: Debian's kernels sign every return address; QEMU's emulated QARMA5
         # doubles a guest's run time, its IMPDEF algorithm does not (counts are unchanged).
         machine = ["-M", "virt,virtualization=on" if el2 else "virt",
-                   "-cpu", "max,pauth-impdef=on",
-                   *(["-icount", "shift=0,sleep=off"] if icount else [])]
+                   "-cpu", "max,pauth-impdef=on"]
+        timing = ["-icount", "shift=0,sleep=off"] if icount else []
         append = f"console=ttyAMA0 {append}"
     else:
         binary = "qemu-system-x86_64"
         # TCG's x86 CPU models have no PMU (no architectural perfmon).
         machine = ["-M", "pc", "-cpu", "max"]
+        timing = []
         append = f"console=ttyS0 {append}"
+        if idle_states:
+            raise PipelineError("idle states in the device tree: arm64 guests only")
     if not shutil.which(binary):
         raise PipelineError(f"{binary} not found (./devenv installs qemu-system-arm/-x86)")
-    return [binary, *machine, "-smp", str(smp), "-m", "1024", "-nographic", "-no-reboot",
+    # What shapes QEMU's device tree: the idle-state tree is dumped with exactly these.
+    machine += ["-smp", str(smp), "-m", "1024"]
+    dtb = ["-dtb", str(idledt.ensure(binary, machine))] if idle_states else []
+    return [binary, *machine, *timing, "-nographic", "-no-reboot", *dtb,
             "-kernel", str(image), "-initrd", str(initrd), "-append", append]
 
 
 def boot(arch: str, image: Path, initrd: Path, mode: str = "test", timeout: float = 180,
          smp: int = 2, icount: bool = True, el2: bool = False, params: str = "",
-         on_line: Callable[[str], None] | None = None) -> GuestRun:
+         on_line: Callable[[str], None] | None = None,
+         idle_states: bool = False) -> GuestRun:
     """params: extra kernel command-line words (spmu.* settings the guest tests read);
-    on_line: called with each console line as it comes (progress of a long guest)."""
-    argv = command(arch, image, initrd, mode, smp, icount, el2, params)
+    on_line: called with each console line as it comes (progress of a long guest);
+    idle_states: see command()."""
+    argv = command(arch, image, initrd, mode, smp, icount, el2, params, idle_states)
     start = time.monotonic()
     lines, times, stderr, qemu_rc = read_console(argv, timeout, on_line)
     console = "".join(lines)
