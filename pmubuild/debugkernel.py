@@ -11,8 +11,12 @@ and the detectors:
   debug objects (timers, work, hrtimers, RCU heads, and freeing them while active),
   DEBUG_KOBJECT_RELEASE, UBSAN,
   DEBUG_PREEMPT on a preemptible kernel, and fault injection (FAILSLAB, FAIL_PAGE_ALLOC,
-  per-task fail-nth).
+  per-task fail-nth), and the hung-task detector (10 minutes).
 - "kcsan" (arm64): KCSAN, which excludes KASAN, for data races.
+
+On arm64 both have CPU_IDLE with the PSCI idle driver: a guest booted with QEMU's tree
+plus an idle state (qemu.boot(idle_states=True), pmubuild.idledt) goes through CPU PM
+each time a CPU idles, and so through the module's CPU PM notifier.
 
 Reports are judged from the kernel log (pmubuild.debugjudge); panic_on_warn stays off so
 that one run counts every report.
@@ -22,13 +26,18 @@ from . import selfkernel
 from .apt import PrivateApt
 from .errors import PipelineError
 
-# What the module's code paths need beyond a guest: CPU PM has no user option of its own
-# (arm64 selects it with CPU_IDLE or SUSPEND; QEMU's virt machine enters no idle state,
-# so only its notifier registration would run).
+# What the module's code paths need beyond a guest.
 MODULE_ARCH = {
     "amd64": (),
     # KVM (with its preempt notifiers) lets threads in one by one and is the KVM profile.
-    "arm64": ("VIRTUALIZATION", "KVM"),
+    # CPU PM, whose exit notifier reopens user access, has no user option of its own: arm64
+    # selects it with CPU_IDLE. ARM_PSCI_CPUIDLE enters every idle state above WFI through
+    # cpu_pm_enter()/cpu_pm_exit(); QEMU's virt tree has no such state, a guest booted
+    # with qemu.boot(idle_states=True) has one (pmubuild.idledt; without it the driver
+    # finds no state and stays out). The governor: tinyconfig's tick is periodic, where
+    # CPU_IDLE selects the ladder governor and rates it above menu and TEO (made for a
+    # tickless kernel); it is named so that the lost-option check holds it.
+    "arm64": ("VIRTUALIZATION", "KVM", "CPU_IDLE", "ARM_PSCI_CPUIDLE", "CPU_IDLE_GOV_LADDER"),
 }
 # WARN() and BUG() reports (tinyconfig turns CONFIG_BUG off: every WARN would be silent),
 # pthreads, /proc/sys, debugfs and symbol names in reports.
@@ -42,6 +51,8 @@ DETECTORS = {
         # kfree() of memory holding an armed timer or a queued work item: reported.
         "DEBUG_OBJECTS_FREE", "DEBUG_KOBJECT_RELEASE", "UBSAN",
         "FAULT_INJECTION", "FAILSLAB", "FAIL_PAGE_ALLOC", "FAULT_INJECTION_DEBUG_FS",
+        # As on the KCSAN kernel: a task blocked 10 minutes is reported with its stack.
+        "DETECT_HUNG_TASK",
     ),
     # The interrupt watcher: the module's races are mostly a task against its own CPU's
     # timer or irq_work, which KCSAN sees only with it. A task blocked 10 minutes (a
@@ -49,7 +60,8 @@ DETECTORS = {
     # locks, where a guest's timeout would only say it hung.
     "kcsan": ("DEBUG_KERNEL", "KCSAN", "KCSAN_INTERRUPT_WATCHER", "DETECT_HUNG_TASK"),
 }
-VALUES = {"kcsan": {"DEFAULT_HUNG_TASK_TIMEOUT": "600"}}
+VALUES = {"debug": {"DEFAULT_HUNG_TASK_TIMEOUT": "600"},
+          "kcsan": {"DEFAULT_HUNG_TASK_TIMEOUT": "600"}}
 # tinyconfig picks SLOB, which kmemleak, KASAN and FAILSLAB do not work with.
 UNSET = ("SLOB", "PANIC_ON_OOPS")
 FLAVOURS = {"debug": ("amd64", "arm64"), "kcsan": ("arm64",)}

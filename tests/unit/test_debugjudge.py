@@ -133,10 +133,19 @@ def test_debug_fragment_has_every_detector_and_no_slob():
     assert {"CONFIG_KCSAN_INTERRUPT_WATCHER=y", "CONFIG_DETECT_HUNG_TASK=y",
             "CONFIG_DEFAULT_HUNG_TASK_TIMEOUT=600"} <= set(
         debugkernel.fragment("kcsan", "arm64").splitlines())
-    assert "CONFIG_KVM=y" not in debugkernel.fragment("debug", "amd64").splitlines()
-    # (audit-47) The hung-task timeout is the KCSAN kernel's: the debug kernel has no
-    # DETECT_HUNG_TASK for it, and olddefconfig would drop it (a lost option).
-    assert not any("HUNG_TASK" in ln for ln in frag)
+    amd64 = debugkernel.fragment("debug", "amd64").splitlines()
+    assert "CONFIG_KVM=y" not in amd64
+    # The hung-task detector on both kernels, each with its timeout (audit-47: a timeout
+    # without DETECT_HUNG_TASK would be dropped by olddefconfig, a lost option).
+    for lines in (frag, amd64):
+        assert {"CONFIG_DETECT_HUNG_TASK=y", "CONFIG_DEFAULT_HUNG_TASK_TIMEOUT=600"} <= set(
+            lines)
+    # CPU PM from idle (issue 24): the PSCI idle driver and the governor a periodic tick
+    # uses, on both arm64 kernels; amd64 has neither.
+    idle = {"CONFIG_CPU_IDLE=y", "CONFIG_ARM_PSCI_CPUIDLE=y", "CONFIG_CPU_IDLE_GOV_LADDER=y"}
+    assert idle <= set(frag)
+    assert idle <= set(debugkernel.fragment("kcsan", "arm64").splitlines())
+    assert not any("IDLE" in ln for ln in amd64)
     with pytest.raises(PipelineError, match="no 'kcsan' debug kernel for amd64"):
         debugkernel.fragment("kcsan", "amd64")
 
