@@ -1,0 +1,91 @@
+"""tests/guest/arm64-debug/05-cpu-pm.sh on the host, against fakes of cpuidle's usage
+counts, the module's check counters and the reader: CPU PM ran on each CPU (its idle
+state above WFI was entered), the PM exits reopened access (interventions beyond the
+timer's checks), no read after an idle period faulted; SKIP without an idle state."""
+
+from pathlib import Path
+
+from tests.unit.test_guest_scripts import fake, run_script, stage
+
+SCRIPT = "arm64-debug/05-cpu-pm.sh"
+
+
+def cpu_pm(tmp: Path, per_sleep: tuple[int, int, int] = (25, 24, 0), states: int = 2,
+           read: str = "echo cpu=$1 result=ok first=1 second=2\n"):
+    """Two CPUs with `states` cpuidle states; each `sleep` adds (idle-state entries,
+    interventions, timer checks) to both CPUs; pmuread runs `read`."""
+    bindir = stage(tmp, {0: 1, 1: 1})
+    sysfs = tmp / "sysfs"
+    for c in (0, 1):
+        (sysfs / f"cpu{c}").mkdir()
+        for attr in ("interventions", "checks"):
+            (sysfs / f"cpu{c}" / attr).write_text("3\n")
+        for s in range(states):
+            d = tmp / "cpu" / f"cpu{c}" / "cpuidle" / f"state{s}"
+            d.mkdir(parents=True)
+            (d / "usage").write_text("7\n")
+    du, di, dk = per_sleep
+    add = "".join(
+        f'f={f}; [ -f $f ] && echo $(($(cat $f) + {n})) > $f\n'
+        for c in (0, 1) for f, n in ((tmp / "cpu" / f"cpu{c}" / "cpuidle/state1/usage", du),
+                                     (tmp / "cpu" / f"cpu{c}" / "cpuidle/state0/usage", 99),
+                                     (sysfs / f"cpu{c}" / "interventions", di),
+                                     (sysfs / f"cpu{c}" / "checks", dk)))
+    fake(bindir, "nproc", "echo 2\n")
+    fake(bindir, "modprobe", f'echo "modprobe $*" >> {tmp}/modlog\n')
+    fake(bindir, "rmmod", f'echo "rmmod $*" >> {tmp}/modlog\n')
+    fake(bindir, "dmesg", "echo kernel says\n")
+    fake(bindir, "pmuread", read)
+    fake(bindir, "sleep", add)
+    return run_script(tmp, SCRIPT)
+
+
+def test_pm_exits_that_reopen_access_pass(tmp_path):
+    r = cpu_pm(tmp_path)
+    assert r.returncode == 0, r.stdout + r.stderr
+    # 20 sleeps: state1 only (WFI's own entries are not CPU PM), 20 x 24 interventions.
+    assert r.stdout.strip().splitlines()[-1] == (
+        "20 reads on each CPU after idle periods, none faulted; cpu0: idle-state entries "
+        "500, interventions 480, timer checks 0; cpu1: idle-state entries 500, "
+        "interventions 480, timer checks 0")
+    assert (tmp_path / "modlog").read_text().splitlines() == [
+        "modprobe simple-pmu everyone=1 recheck_ms=10000", "rmmod simple-pmu"]
+
+
+def test_no_idle_state_beyond_wfi_skips(tmp_path):
+    r = cpu_pm(tmp_path, states=1)
+    assert r.returncode == 77, r.stdout + r.stderr
+    assert r.stdout.startswith("SKIP: cpu0 has no idle state beyond WFI")
+    assert not (tmp_path / "modlog").exists()
+
+
+def test_no_cpuidle_at_all_skips(tmp_path):
+    assert cpu_pm(tmp_path, states=0).returncode == 77
+
+
+def test_an_idle_state_never_entered_fails(tmp_path):
+    r = cpu_pm(tmp_path, per_sleep=(0, 24, 0))
+    assert r.returncode == 1
+    assert "FAIL: cpu0 entered its idle states above WFI 0 times in 20 sleeps" in r.stdout
+    assert "rmmod simple-pmu" in (tmp_path / "modlog").read_text()
+
+
+def test_too_few_interventions_beyond_the_timers_fail(tmp_path):
+    """Half the idle-state entries (500 in 20 sleeps) must show as interventions the
+    timer's checks do not explain."""
+    r = cpu_pm(tmp_path, per_sleep=(25, 12, 0))
+    assert r.returncode == 1
+    assert ("FAIL: cpu0: 240 interventions, 0 timer checks, 500 idle-state entries: the PM "
+            "exits did not reopen access") in r.stdout
+    (tmp_path / "b").mkdir()
+    assert cpu_pm(tmp_path / "b", per_sleep=(25, 13, 0)).returncode == 0
+    (tmp_path / "c").mkdir()
+    r = cpu_pm(tmp_path / "c", per_sleep=(25, 20, 8))
+    assert r.returncode == 1 and "400 interventions, 160 timer checks" in r.stdout
+
+
+def test_a_read_that_faults_after_idle_fails(tmp_path):
+    r = cpu_pm(tmp_path, read='[ "$1" = 1 ] && { echo cpu=1 result=sigill; exit 1; }\n'
+                              "echo cpu=$1 result=ok\n")
+    assert r.returncode == 1
+    assert "FAIL: read 0 on cpu1 after an idle period: cpu=1 result=sigill" in r.stdout
