@@ -58,9 +58,9 @@ class Guest:
         return out
 
     def boot(self, arch, image, initrd, mode="test", timeout=180, smp=2, icount=True,
-             el2=False, params="", on_line=None):
+             el2=False, params="", on_line=None, idle_states=False):
         self.boots.append(dict(spec=self.spec, icount=icount, el2=el2, params=params,
-                               timeout=timeout))
+                               timeout=timeout, idle_states=idle_states))
         text = self.detectors(self.spec.command) if self.spec.mode == "cmd" else self.profile()
         if self.crash:
             text = text.replace("@@SPMU CMD-END", "[   9.0] Unable to handle kernel paging "
@@ -376,6 +376,16 @@ def test_the_debug_profile_boots_with_its_sweep_step_and_failslab_caches(fake):
             "slub_debug=A;-,kmemleak_object,kmemleak_scan_area,debug_objects_cache"} <= set(words)
     assert b["spec"].profile == "debug" and not b["icount"]  # no INST_RETIRED: EV=0x11
     assert b["spec"].module is not None and not b["spec"].python
+
+
+@pytest.mark.parametrize("arch", ["arm64", "amd64"])
+def test_arm64_debug_guests_boot_with_an_idle_state_amd64_ones_without(fake, arch):
+    """CPU PM under the debuggers: every arm64 guest, the detectors' and the profiles',
+    idles through cpu_pm_enter()/exit() (issue 24); amd64's have no such tree."""
+    g = fake(results=tuple(guest.manifest(arch)))
+    ok, _ = debug(arch, "main", "all", 1, 1.0)
+    assert ok and len(g.boots) == 2
+    assert [b["idle_states"] for b in g.boots] == [arch == "arm64"] * 2
 
 
 def test_main_is_the_main_suite(fake):
