@@ -133,7 +133,8 @@ def _boot(label: str, spec: guest.GuestSpec, image: Path, apt: PrivateApt, work:
     # arm64: QEMU's tree plus a PSCI idle state, so that each idle goes through CPU PM
     # and the module's notifier (the debug kernels have CPU_IDLE; pmubuild.idledt).
     run = qemu.boot(spec.arch, image, initrd, spec.mode, timeout, icount=icount, el2=el2,
-                    params=f"spmu.debug=1 log_buf_len={LOG_BUF_LEN} {params}".rstrip(),
+                    params=f"spmu.debug=1 log_buf_len={LOG_BUF_LEN} "
+                           f"spmu.idle_states={int(spec.arch == 'arm64')} {params}".rstrip(),
                     on_line=progress, idle_states=spec.arch == "arm64")
     took = time.monotonic() - start
     # The whole console stays for reading a report in full.

@@ -49,7 +49,7 @@ def test_pm_exits_that_reopen_access_pass(tmp_path):
         "500, interventions 480, timer checks 0; cpu1: idle-state entries 500, "
         "interventions 480, timer checks 0")
     assert (tmp_path / "modlog").read_text().splitlines() == [
-        "modprobe simple-pmu everyone=1 recheck_ms=10000", "rmmod simple-pmu"]
+        "modprobe simple-pmu events=0x11 everyone=1 recheck_ms=10000", "rmmod simple-pmu"]
 
 
 def test_no_idle_state_beyond_wfi_skips(tmp_path):

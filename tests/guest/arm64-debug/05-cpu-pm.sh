@@ -17,11 +17,13 @@ usage() { # CPU: entries into the idle states above WFI so far
 }
 for c in $(cpu_list); do
 	[ -d $CPUDIR/cpu$c/cpuidle/state1 ] || {
+		grep -qw spmu.idle_states=1 /proc/cmdline &&
+			fail "cpu$c has no idle state beyond WFI, yet the guest booted with one (spmu.idle_states=1): cpuidle-psci did not take it: $(dmesg | grep -i -e psci -e cpuidle | tail -n 5)"
 		echo "SKIP: cpu$c has no idle state beyond WFI ($CPUDIR/cpu$c/cpuidle/state1): a kernel without CPU_IDLE or a device tree without idle states"
 		exit 77
 	}
 done
-modprobe $MOD everyone=1 recheck_ms=10000 || fail "modprobe everyone=1 recheck_ms=10000: $(dmesg | tail -n 3)"
+modprobe $MOD $EV everyone=1 recheck_ms=10000 || fail "modprobe $EV everyone=1 recheck_ms=10000: $(dmesg | tail -n 3)"
 trap 'unload' EXIT
 for c in $(cpu_list); do
 	eval "u$c=$(usage $c) v$c=$(cpu_attr $c interventions) k$c=$(cpu_attr $c checks)"
