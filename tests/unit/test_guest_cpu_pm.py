@@ -10,8 +10,9 @@ from tests.unit.test_guest_scripts import fake, run_script, stage
 SCRIPT = "arm64-debug/05-cpu-pm.sh"
 
 
-def cpu_pm(tmp: Path, per_sleep: tuple[int, int, int] = (25, 24, 0), states: int = 2,
-           read: str = "echo cpu=$1 result=ok first=1 second=2\n"):
+def cpu_pm(tmp: Path, per_sleep: tuple[int, int, int] = (25, 24, 0), states=2,
+           read: str = "echo cpu=$1 result=ok first=1 second=2\n",
+           per_cpu: dict | None = None, first_sleep_idle: bool = True):
     """Two CPUs with `states` cpuidle states; each `sleep` adds (idle-state entries,
     interventions, timer checks) to both CPUs; pmuread runs `read`."""
     bindir = stage(tmp, {0: 1, 1: 1})
@@ -20,14 +21,15 @@ def cpu_pm(tmp: Path, per_sleep: tuple[int, int, int] = (25, 24, 0), states: int
         (sysfs / f"cpu{c}").mkdir()
         for attr in ("interventions", "checks"):
             (sysfs / f"cpu{c}" / attr).write_text("3\n")
-        for s in range(states):
+        for s in range(states[c] if isinstance(states, dict) else states):
             d = tmp / "cpu" / f"cpu{c}" / "cpuidle" / f"state{s}"
             d.mkdir(parents=True)
             (d / "usage").write_text("7\n")
-    du, di, dk = per_sleep
-    add = "".join(
+    add = "" if first_sleep_idle else f'[ -f {tmp}/slept ] || {{ touch {tmp}/slept; exit 0; }}\n'
+    add += "".join(
         f'f={f}; [ -f $f ] && echo $(($(cat $f) + {n})) > $f\n'
-        for c in (0, 1) for f, n in ((tmp / "cpu" / f"cpu{c}" / "cpuidle/state1/usage", du),
+        for c in (0, 1) for du, di, dk in [(per_cpu or {}).get(c, per_sleep)]
+        for f, n in ((tmp / "cpu" / f"cpu{c}" / "cpuidle/state1/usage", du),
                                      (tmp / "cpu" / f"cpu{c}" / "cpuidle/state0/usage", 99),
                                      (sysfs / f"cpu{c}" / "interventions", di),
                                      (sysfs / f"cpu{c}" / "checks", dk)))
