@@ -64,9 +64,17 @@ def _tool(name: str) -> str:
     return path
 
 
+# QEMU's dumpdtb exits at once; a stuck one must not hang the pipeline.
+TIMEOUT_S = 120
+
+
 def _run(argv: Sequence[str], what: str, stdin: str | None = None) -> str:
-    proc = subprocess.run(list(argv), input=stdin, capture_output=True, text=True,
-                          stdin=None if stdin is not None else subprocess.DEVNULL)
+    try:
+        proc = subprocess.run(list(argv), input=stdin, capture_output=True, text=True,
+                              stdin=None if stdin is not None else subprocess.DEVNULL,
+                              timeout=TIMEOUT_S)
+    except subprocess.TimeoutExpired:
+        raise PipelineError(f"{what} did not finish in {TIMEOUT_S} s: {' '.join(argv)}") from None
     if proc.returncode != 0:
         raise PipelineError(f"{what} failed (exit {proc.returncode}): {' '.join(argv)}\n"
                             f"{(proc.stderr or proc.stdout).strip()[-2000:]}")
