@@ -179,19 +179,23 @@ def ensure(binary: str, machine: Sequence[str]) -> Path:
     """The tree of QEMU's `machine` (the boot's exact -M, -cpu, -smp and -m options) with
     the PSCI idle state, built once per QEMU version and options (a different -smp, -m or
     virtualization= gives a different tree) under the cache's idledt/."""
-    _tool("dtc")
     final = cache.subdir(CACHE) / f"virt-{key(qemu_version(binary), machine)}.dtb"
     if final.is_file():
         return final
-    # A scratch directory beside the entry, renamed into place whole: two boots at once
-    # both build it, the second rename replaces an equal file.
-    with tempfile.TemporaryDirectory(prefix=cache.PARTIAL_PREFIX, dir=final.parent) as tmp:
-        dumped, out = Path(tmp) / "qemu.dtb", Path(tmp) / "idle.dtb"
-        dump(binary, machine, dumped)
-        add_idle_state(dumped, out)
-        wrong = problems(out)
-        if wrong:
-            raise PipelineError(f"the idle-state tree for {' '.join(machine)} came out "
-                                "wrong: " + "; ".join(wrong))
-        os.replace(out, final)
+    _tool("dtc")
+    _tool("fdtget")
+    # One builder at a time: it may then delete what a killed run left half-built.
+    with cache.locked(CACHE):
+        if final.is_file():
+            return final
+        cache.remove_stale_partials(final.parent)
+        with tempfile.TemporaryDirectory(prefix=cache.PARTIAL_PREFIX, dir=final.parent) as tmp:
+            dumped, out = Path(tmp) / "qemu.dtb", Path(tmp) / "idle.dtb"
+            dump(binary, machine, dumped)
+            add_idle_state(dumped, out)
+            wrong = problems(out)
+            if wrong:
+                raise PipelineError(f"the idle-state tree for {' '.join(machine)} came out "
+                                    "wrong: " + "; ".join(wrong))
+            os.replace(out, final)
     return final

@@ -143,18 +143,24 @@ static void spmu_update_placement(struct spmu_pcpu *c)
 }
 
 /*
- * A CPU PM exit needs no new generation: arm_pmu stops its counters on
- * entry and reloads the same values on exit (armpmu_event_set_period()).
+ * Reopened access gets a new generation: whoever closed it restarted the
+ * PMU, maybe reloading our counters. A CPU PM exit always does: arm_pmu
+ * resets the PMU there, dropping an overflow pending since the entry, and
+ * reloads such a counter with a new period (armpmu_event_set_period()),
+ * a jump of half its range that no overflow call reports.
  */
 static void spmu_check(struct spmu_pcpu *c, enum spmu_check_cause cause)
 {
+	bool reopened;
+
 	if (cause == SPMU_CHECK_TIMER)
 		WRITE_ONCE(c->checks, c->checks + 1);
 	spmu_update_placement(c);
-	if (spmu_arch_sync_access(c, cause)) {
+	reopened = spmu_arch_sync_access(c, cause);
+	if (reopened)
 		WRITE_ONCE(c->interventions, c->interventions + 1);
+	if (reopened || cause == SPMU_CHECK_PM_EXIT)
 		spmu_new_generation(c);
-	}
 	/*
 	 * Only the timer queues revive work, which paces the tries; the PM
 	 * exit and overflow paths run far more often.

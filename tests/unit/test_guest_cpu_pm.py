@@ -12,11 +12,14 @@ SCRIPT = "arm64-debug/05-cpu-pm.sh"
 
 def cpu_pm(tmp: Path, per_sleep: tuple[int, int, int] = (25, 24, 0), states=2,
            read: str = "echo cpu=$1 result=ok first=1 second=2\n",
-           per_cpu: dict | None = None, first_sleep_idle: bool = True):
+           per_cpu: dict | None = None, first_sleep_idle: bool = True,
+           gen_per_sleep: int = 60, idle_in_2s: bool = True):
     """Two CPUs with `states` cpuidle states; each `sleep` adds (idle-state entries,
-    interventions, timer checks) to both CPUs; pmuread runs `read`."""
+    interventions, timer checks) to both CPUs and `gen_per_sleep` to the module-wide
+    generation; pmuread runs `read`."""
     bindir = stage(tmp, {0: 1, 1: 1})
     sysfs = tmp / "sysfs"
+    (sysfs / "generation").write_text("1000\n")
     for c in (0, 1):
         (sysfs / f"cpu{c}").mkdir()
         for attr in ("interventions", "checks"):
@@ -25,11 +28,13 @@ def cpu_pm(tmp: Path, per_sleep: tuple[int, int, int] = (25, 24, 0), states=2,
             d = tmp / "cpu" / f"cpu{c}" / "cpuidle" / f"state{s}"
             d.mkdir(parents=True)
             (d / "usage").write_text("7\n")
-    add = "" if first_sleep_idle else f'[ -f {tmp}/slept ] || {{ touch {tmp}/slept; exit 0; }}\n'
+    add = "" if idle_in_2s else '[ "$1" = 2 ] && exit 0\n'
+    add += "" if first_sleep_idle else f'[ -f {tmp}/slept ] || {{ touch {tmp}/slept; exit 0; }}\n'
     add += "".join(
         f'f={f}; [ -f $f ] && echo $(($(cat $f) + {n})) > $f\n'
         for c in (0, 1) for du, di, dk in [(per_cpu or {}).get(c, per_sleep)]
-        for f, n in ((tmp / "cpu" / f"cpu{c}" / "cpuidle/state1/usage", du),
+        for f, n in ((sysfs / "generation", gen_per_sleep // 2),
+                     (tmp / "cpu" / f"cpu{c}" / "cpuidle/state1/usage", du),
                                      (tmp / "cpu" / f"cpu{c}" / "cpuidle/state0/usage", 99),
                                      (sysfs / f"cpu{c}" / "interventions", di),
                                      (sysfs / f"cpu{c}" / "checks", dk)))
@@ -49,9 +54,11 @@ def test_pm_exits_that_reopen_access_pass(tmp_path):
     assert r.stdout.strip().splitlines()[-1] == (
         "20 reads on each CPU after idle periods, none faulted; cpu0: idle-state entries "
         "500, interventions 480, timer checks 0; cpu1: idle-state entries 500, "
-        "interventions 480, timer checks 0")
+        "interventions 480, timer checks 0; nobody let in: generation +60 across 50 "
+        "idle-state entries")
     assert (tmp_path / "modlog").read_text().splitlines() == [
-        "modprobe simple-pmu events=0x11 everyone=1 recheck_ms=10000", "rmmod simple-pmu"]
+        "modprobe simple-pmu events=0x11 everyone=1 recheck_ms=10000", "rmmod simple-pmu",
+        "modprobe simple-pmu events=0x11 recheck_ms=10000", "rmmod simple-pmu"]
 
 
 def test_no_idle_state_beyond_wfi_skips(tmp_path):
@@ -91,3 +98,59 @@ def test_a_read_that_faults_after_idle_fails(tmp_path):
                               "echo cpu=$1 result=ok\n")
     assert r.returncode == 1
     assert "FAIL: read 0 on cpu1 after an idle period: cpu=1 result=sigill" in r.stdout
+
+
+def test_a_fault_after_an_idle_period_fails(tmp_path):
+    """The first read passes; the 5th (after 4 sleeps) faults: the reads after idle count."""
+    r = cpu_pm(tmp_path, read=f'n=$(cat {tmp_path}/n 2>/dev/null || echo 0); '
+                              f'echo $((n + 1)) > {tmp_path}/n\n'
+                              '[ $n -ge 8 ] && { echo cpu=$1 result=sigill; exit 1; }\n'
+                              'echo cpu=$1 result=ok\n')
+    assert r.returncode == 1
+    assert "FAIL: read 4 on cpu0 after an idle period: cpu=0 result=sigill" in r.stdout
+
+
+def test_any_failed_read_fails_not_only_sigill(tmp_path):
+    r = cpu_pm(tmp_path, read="echo cpu=$1 result=not-increasing first=2 second=1; exit 3\n")
+    assert r.returncode == 1 and "result=not-increasing" in r.stdout
+
+
+def test_nineteen_idle_entries_in_twenty_sleeps_fail(tmp_path):
+    # 19 of the 20 sleeps enter the state once (the first does not).
+    r = cpu_pm(tmp_path, per_sleep=(1, 1, 0), first_sleep_idle=False)
+    assert r.returncode == 1 and "above WFI 19 times in 20 sleeps" in r.stdout
+    (tmp_path / "b").mkdir()
+    assert cpu_pm(tmp_path / "b", per_sleep=(1, 1, 0)).returncode == 0
+
+
+def test_cpu1_checked_too(tmp_path):
+    r = cpu_pm(tmp_path, per_cpu={1: (25, 0, 0)})
+    assert r.returncode == 1 and "FAIL: cpu1: 0 interventions" in r.stdout
+    (tmp_path / "b").mkdir()
+    r = cpu_pm(tmp_path / "b", per_cpu={1: (0, 24, 0)})
+    assert r.returncode == 1 and "FAIL: cpu1 entered its idle states above WFI 0" in r.stdout
+
+
+def test_cpu1_without_the_state_skips(tmp_path):
+    r = cpu_pm(tmp_path, states={0: 2, 1: 1})
+    assert r.returncode == 77 and r.stdout.startswith("SKIP: cpu1 has no idle state")
+
+
+def test_pm_exits_without_a_new_generation_fail(tmp_path):
+    """With nobody let in no access is reopened: each idle-state entry (50 in the 2 s
+    sleep) must still move the generation."""
+    r = cpu_pm(tmp_path, gen_per_sleep=48)
+    assert r.returncode == 1
+    assert ("FAIL: the generation moved 48 times across 50 idle-state entries (nobody let "
+            "in): a PM exit gave no new generation") in r.stdout
+    assert (tmp_path / "modlog").read_text().splitlines()[-1] == "rmmod simple-pmu"
+    (tmp_path / "b").mkdir()
+    assert cpu_pm(tmp_path / "b", gen_per_sleep=50).returncode == 0
+
+
+
+def test_no_idle_entry_in_the_generation_phase_fails(tmp_path):
+    r = cpu_pm(tmp_path, idle_in_2s=False, gen_per_sleep=0)
+    assert r.returncode == 1
+    assert ("FAIL: 0 idle-state entries in 2 s of sleep, nobody let in: CPU PM hardly ran"
+            in r.stdout)

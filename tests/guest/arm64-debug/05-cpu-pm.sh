@@ -7,7 +7,8 @@
 # Proof that CPU PM ran meanwhile: the idle states above WFI (state0) were entered on
 # each CPU (cpuidle's usage). The module has no count of checks by cause: its
 # interventions (access found revoked and opened again, any cause) less the timer's
-# checks must be at least half the idle-state entries. SKIP on a kernel or tree without
+# checks must be at least half the idle-state entries. Then, with nobody let in, each PM
+# exit must still give a new generation (arm_pmu reloads the counters). SKIP on a kernel or tree without
 # an idle state (qemu.boot(idle_states=True) gives QEMU's tree one, pmubuild/idledt.py;
 # the debug kernel has CPU_IDLE).
 . /tests/lib.sh
@@ -46,4 +47,20 @@ for c in $(cpu_list); do
 	# overflow path's account for a few at most. Half of the entries is the bound.
 	[ $((di - dk)) -ge $((du / 2)) ] || fail "cpu$c: $di interventions, $dk timer checks, $du idle-state entries: the PM exits did not reopen access"
 done
-echo "$reads reads on each CPU after idle periods, none faulted;${line%;}"
+unload || fail "rmmod after the reads"
+trap - EXIT
+# A PM exit gives a new generation even when no access is reopened (nobody let in: the
+# idle task is not), since arm_pmu reloads the counters there: the module-wide
+# generation, one step per new generation on any CPU, must move at least once per
+# idle-state entry.
+modprobe $MOD $EV recheck_ms=10000 || fail "modprobe $EV recheck_ms=10000: $(dmesg | tail -n 3)"
+trap 'unload' EXIT
+u=0
+for c in $(cpu_list); do u=$((u + $(usage $c))); done
+g=$(cat $SYSFS/generation)
+sleep 2
+for c in $(cpu_list); do u=$((u - $(usage $c))); done
+du=$((-u)) dg=$(($(cat $SYSFS/generation) - g))
+[ "$du" -ge "$(cpu_list | wc -w)" ] || fail "$du idle-state entries in 2 s of sleep, nobody let in: CPU PM hardly ran"
+[ "$dg" -ge "$du" ] || fail "the generation moved $dg times across $du idle-state entries (nobody let in): a PM exit gave no new generation"
+echo "$reads reads on each CPU after idle periods, none faulted;${line%;}; nobody let in: generation +$dg across $du idle-state entries"
