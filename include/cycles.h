@@ -222,8 +222,10 @@
  *   cpuN/cycle_index   the counter of core cycles, -1 = none
  *   cpuN/event_index   one such index per entry of `events`, same order
  *   cpuN/generation    changes with any of them, when the CPU goes offline
- *                      and online, when settings change, and when perf
+ *                      and online, when settings change, when perf
  *                      reloads a counter (seen at the driver's next check)
+ *                      or the driver reopens user access, and on arm64
+ *                      when a CPU PM exit reloads a 32-bit counter
  * sysfs is read once and cached: when every CPU has the same indices (the
  * usual case) a read costs a compare and the read instruction; otherwise
  * it looks the current CPU up (sched_getcpu()) first. Where the driver

@@ -248,6 +248,10 @@ static int spmu_cpu_pm_notify(struct notifier_block *nb, unsigned long action,
 			      void *data)
 {
 	switch (action) {
+	case CPU_PM_ENTER:
+		spmu_counters_pm_enter_this_cpu();
+		break;
+	/* arm_pmu restarts and reloads its events on both. */
 	case CPU_PM_EXIT:
 	case CPU_PM_ENTER_FAILED:
 		spmu_counters_check_this_cpu(SPMU_CHECK_PM_EXIT);
@@ -258,7 +262,11 @@ static int spmu_cpu_pm_notify(struct notifier_block *nb, unsigned long action,
 
 static struct notifier_block spmu_cpu_pm_nb = {
 	.notifier_call = spmu_cpu_pm_notify,
-	/* Below arm_pmu's 0: we run after it restarts the PMU on exit. */
+	/*
+	 * Below arm_pmu's 0: we run after it on entry (events updated) and on
+	 * exit (PMU restarted). A notifier between that refuses the entry
+	 * leaves us neither call (see simple-pmu(4), BUGS).
+	 */
 	.priority = -1,
 };
 

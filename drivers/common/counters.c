@@ -144,10 +144,8 @@ static void spmu_update_placement(struct spmu_pcpu *c)
 
 /*
  * Reopened access gets a new generation: whoever closed it restarted the
- * PMU, maybe reloading our counters. A CPU PM exit always does: arm_pmu
- * resets the PMU there, dropping an overflow pending since the entry, and
- * reloads such a counter with a new period (armpmu_event_set_period()),
- * a jump of half its range that no overflow call reports.
+ * PMU, maybe reloading our counters. So does a CPU PM exit that reloaded
+ * one with a new period (see spmu_counters_pm_enter_this_cpu()).
  */
 static void spmu_check(struct spmu_pcpu *c, enum spmu_check_cause cause)
 {
@@ -159,8 +157,10 @@ static void spmu_check(struct spmu_pcpu *c, enum spmu_check_cause cause)
 	reopened = spmu_arch_sync_access(c, cause);
 	if (reopened)
 		WRITE_ONCE(c->interventions, c->interventions + 1);
-	if (reopened || cause == SPMU_CHECK_PM_EXIT)
+	if (reopened || (cause == SPMU_CHECK_PM_EXIT && c->pm_reload))
 		spmu_new_generation(c);
+	if (cause == SPMU_CHECK_PM_EXIT)
+		c->pm_reload = false;
 	/*
 	 * Only the timer queues revive work, which paces the tries; the PM
 	 * exit and overflow paths run far more often.
@@ -210,6 +210,29 @@ void spmu_counters_check_this_cpu(enum spmu_check_cause cause)
 	if (spmu_cpu_held(c))
 		spmu_check(c, cause);
 	local_irq_restore(flags);
+}
+
+/**
+ * spmu_counters_pm_enter_this_cpu() - this CPU enters a CPU PM state
+ *
+ * Interrupts off, after arm_pmu's notifier stopped and updated our events
+ * (armpmu_stop()), which also cleared their overflow flags. A sampling
+ * event (our 32-bit counters) that wrapped since its last reload has lost
+ * its overflow call: at the exit arm_pmu reloads it with a new period
+ * (armpmu_event_set_period() with period_left <= 0), a jump of 2^31 - 1
+ * that nothing else reports. Our 64-bit counters never get there.
+ */
+void spmu_counters_pm_enter_this_cpu(void)
+{
+	struct spmu_pcpu *c = this_cpu_ptr(&spmu_pcpus);
+	unsigned int i;
+
+	if (!spmu_cpu_held(c))
+		return;
+	for (i = 0; i < spmu_set.nr; i++)
+		if (c->event[i] &&
+		    local64_read(&c->event[i]->hw.period_left) <= 0)
+			c->pm_reload = true;
 }
 
 /**

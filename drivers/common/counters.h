@@ -87,6 +87,8 @@ struct spmu_pcpu {
 	unsigned long revive_after;	/* jiffies */
 	unsigned long revive_delay;	/* jiffies until the next try after that */
 	unsigned int revive_tries;	/* since the event went to ERROR */
+	/* At CPU PM entry: the exit will reload a counter with a new period. */
+	bool pm_reload;
 	struct timer_list timer;
 	/* After our own overflow IRQ, whose PMU restart revokes access. */
 	struct irq_work overflow_work;
@@ -126,6 +128,7 @@ void spmu_counters_stop(void);
 int spmu_counters_replace(const struct spmu_counter_set *set);
 bool spmu_counters_held(void);
 void spmu_counters_check_this_cpu(enum spmu_check_cause cause);
+void spmu_counters_pm_enter_this_cpu(void);
 void spmu_counters_leave_this_cpu(struct task_struct *next);
 unsigned int spmu_counters_nr_slots(void);
 const struct spmu_pcpu *spmu_counters_cpu(unsigned int cpu);

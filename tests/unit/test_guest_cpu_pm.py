@@ -13,13 +13,15 @@ SCRIPT = "arm64-debug/05-cpu-pm.sh"
 def cpu_pm(tmp: Path, per_sleep: tuple[int, int, int] = (25, 24, 0), states=2,
            read: str = "echo cpu=$1 result=ok first=1 second=2\n",
            per_cpu: dict | None = None, first_sleep_idle: bool = True,
-           gen_per_sleep: int = 60, idle_in_2s: bool = True):
+           gen_per_sleep: int = 0, entries_in_2s: int | None = None, width: int = 64):
     """Two CPUs with `states` cpuidle states; each `sleep` adds (idle-state entries,
     interventions, timer checks) to both CPUs and `gen_per_sleep` to the module-wide
-    generation; pmuread runs `read`."""
+    generation; the `sleep 2` of the generation phase adds `entries_in_2s` entries to
+    each CPU instead, if given; pmuread runs `read`."""
     bindir = stage(tmp, {0: 1, 1: 1})
     sysfs = tmp / "sysfs"
     (sysfs / "generation").write_text("1000\n")
+    (sysfs / "event_width").write_text(f"{width}\n")
     for c in (0, 1):
         (sysfs / f"cpu{c}").mkdir()
         for attr in ("interventions", "checks"):
@@ -28,7 +30,10 @@ def cpu_pm(tmp: Path, per_sleep: tuple[int, int, int] = (25, 24, 0), states=2,
             d = tmp / "cpu" / f"cpu{c}" / "cpuidle" / f"state{s}"
             d.mkdir(parents=True)
             (d / "usage").write_text("7\n")
-    add = "" if idle_in_2s else '[ "$1" = 2 ] && exit 0\n'
+    add = "" if entries_in_2s is None else "".join(
+        f'[ "$1" = 2 ] && f={tmp / "cpu" / f"cpu{c}" / "cpuidle/state1/usage"} && '
+        f'echo $(($(cat $f) + {entries_in_2s})) > $f\n' for c in (0, 1)
+    ) + '[ "$1" = 2 ] && exit 0\n'
     add += "" if first_sleep_idle else f'[ -f {tmp}/slept ] || {{ touch {tmp}/slept; exit 0; }}\n'
     add += "".join(
         f'f={f}; [ -f $f ] && echo $(($(cat $f) + {n})) > $f\n'
@@ -54,7 +59,7 @@ def test_pm_exits_that_reopen_access_pass(tmp_path):
     assert r.stdout.strip().splitlines()[-1] == (
         "20 reads on each CPU after idle periods, none faulted; cpu0: idle-state entries "
         "500, interventions 480, timer checks 0; cpu1: idle-state entries 500, "
-        "interventions 480, timer checks 0; nobody let in: generation +60 across 50 "
+        "interventions 480, timer checks 0; nobody let in: generation unchanged across 50 "
         "idle-state entries")
     assert (tmp_path / "modlog").read_text().splitlines() == [
         "modprobe simple-pmu events=0x11 everyone=1 recheck_ms=10000", "rmmod simple-pmu",
@@ -120,7 +125,7 @@ def test_nineteen_idle_entries_in_twenty_sleeps_fail(tmp_path):
     r = cpu_pm(tmp_path, per_sleep=(1, 1, 0), first_sleep_idle=False)
     assert r.returncode == 1 and "above WFI 19 times in 20 sleeps" in r.stdout
     (tmp_path / "b").mkdir()
-    assert cpu_pm(tmp_path / "b", per_sleep=(1, 1, 0)).returncode == 0
+    assert cpu_pm(tmp_path / "b", per_sleep=(1, 1, 0), entries_in_2s=10).returncode == 0
 
 
 def test_cpu1_checked_too(tmp_path):
@@ -136,23 +141,25 @@ def test_cpu1_without_the_state_skips(tmp_path):
     assert r.returncode == 77 and r.stdout.startswith("SKIP: cpu1 has no idle state")
 
 
-def test_pm_exits_without_a_new_generation_fail(tmp_path):
-    """With nobody let in no access is reopened: each idle-state entry (50 in the 2 s
-    sleep) must still move the generation, but for one exit per CPU under way at the
-    first read."""
-    r = cpu_pm(tmp_path, gen_per_sleep=46)
+def test_a_pm_exit_that_reloaded_nothing_must_not_move_the_generation(tmp_path):
+    """Nobody let in, 64-bit counters: one new generation in 50 idle-state entries fails."""
+    r = cpu_pm(tmp_path, gen_per_sleep=2)
     assert r.returncode == 1
-    assert ("FAIL: the generation moved 46 times across 50 idle-state entries on 2 CPUs "
-            "(nobody let in): a PM exit gave no new generation") in r.stdout
+    assert ("FAIL: the generation moved 2 times across 50 idle-state entries (nobody let "
+            "in, 64-bit counters): a PM exit with no reload gave a new generation") in r.stdout
     assert (tmp_path / "modlog").read_text().splitlines()[-1] == "rmmod simple-pmu"
-    (tmp_path / "b").mkdir()
-    # One exit per CPU may straddle the first read.
-    assert cpu_pm(tmp_path / "b", gen_per_sleep=48).returncode == 0
 
 
+def test_32_bit_counters_are_not_this_guests(tmp_path):
+    r = cpu_pm(tmp_path, width=32)
+    assert r.returncode == 1 and "FAIL: event_width 32: this guest wants 64-bit" in r.stdout
 
-def test_no_idle_entry_in_the_generation_phase_fails(tmp_path):
-    r = cpu_pm(tmp_path, idle_in_2s=False, gen_per_sleep=0)
+
+def test_too_few_idle_entries_in_the_generation_phase_fail(tmp_path):
+    """At least 10 idle-state entries per CPU in the 2 s sleep: 19 on 2 CPUs fail."""
+    r = cpu_pm(tmp_path, entries_in_2s=9)
     assert r.returncode == 1
-    assert ("FAIL: 0 idle-state entries in 2 s of sleep, nobody let in: CPU PM hardly ran"
-            in r.stdout)
+    assert ("FAIL: 18 idle-state entries in 2 s of sleep on 2 CPUs, nobody let in: CPU PM "
+            "hardly ran") in r.stdout
+    (tmp_path / "b").mkdir()
+    assert cpu_pm(tmp_path / "b", entries_in_2s=10).returncode == 0

@@ -14,9 +14,13 @@ runs=$(echo "$out" | sed -n 's/^runs=\([0-9]*\) .*/\1/p')
 d=$(($(cpu_attr 1 kvm_deferrals) - d0)) c=$(($(cpu_attr 1 checks) - c0))
 i=$(($(cpu_attr 1 interventions) - i0))
 [ "$c" -ge 5 ] || fail "only $c checks on cpu1 in 2 s of a busy vCPU"
-# Three in four at least: a check between two KVM_RUNs finds no vCPU loaded, and that
-# share grows on a slower kernel (19 of 22 deferred on the debug kernel).
-[ $((4 * d)) -ge $((3 * c)) ] || fail "$d of $c checks on cpu1 deferred while the vCPU ran (3 in 4 wanted)"
+# A check between two KVM_RUNs finds no vCPU loaded: two at most, or one in four on a
+# debug kernel (spmu.debug=1), whose KVM exits are slower (19 of 22 deferred there).
+if grep -qw spmu.debug=1 /proc/cmdline; then
+	[ $((4 * d)) -ge $((3 * c)) ] || fail "$d of $c checks on cpu1 deferred while the vCPU ran (3 in 4 wanted on a debug kernel)"
+else
+	[ "$d" -ge $((c - 2)) ] || fail "$d of $c checks on cpu1 deferred while the vCPU ran"
+fi
 # Only a check between two KVM_RUNs (no vCPU loaded) may grant access again.
 [ "$i" -le $((c - d)) ] || fail "$i interventions on cpu1 from $((c - d)) checks without a vCPU"
 settle
