@@ -2,9 +2,13 @@
 dtc: the tree QEMU builds for a boot's options, with the PSCI idle state and every CPU
 referring to it, read back by a flattened-tree reader of this test's own."""
 
+import contextlib
+import fcntl
 import shutil
 import struct
 import subprocess
+import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -225,6 +229,7 @@ def test_problems_names_each_wrong_property(cache_dir, tmp_path, edit, problem):
     (got,) = idledt.problems(broken)
     assert problem in got
 
+
 def test_a_cached_tree_needs_no_dtc(cache_dir, tmp_path, monkeypatch):
     argv = boot_argv(tmp_path)
     real = idledt.shutil.which
@@ -243,3 +248,99 @@ def test_a_killed_builds_leftovers_go_at_the_next_build(cache_dir, tmp_path):
     boot_argv(tmp_path)
     assert not left.exists()
     assert [p.suffix for p in cache_dir.iterdir()] == [".dtb"]
+
+
+MACHINE = ["-M", "virt", "-cpu", "max,pauth-impdef=on", "-smp", "2", "-m", "1024"]
+
+
+def recording_dump(monkeypatch) -> list[list[str]]:
+    """idledt.dump, each call's machine options noted first."""
+    seen: list[list[str]] = []
+    real = idledt.dump
+    monkeypatch.setattr(idledt, "dump", lambda b, m, out: (seen.append(list(m)),
+                                                           real(b, m, out))[1])
+    return seen
+
+
+@pytest.mark.parametrize("missing", ["dtc", "fdtget"])
+def test_a_missing_tool_fails_before_qemu_dumps(cache_dir, monkeypatch, missing):
+    seen = recording_dump(monkeypatch)
+    real = idledt.shutil.which
+    monkeypatch.setattr(idledt.shutil, "which", lambda n: None if n == missing else real(n))
+    with pytest.raises(PipelineError, match=f"^{missing} not found "):
+        idledt.ensure(QEMU, MACHINE)
+    assert seen == []
+    assert list(cache_dir.iterdir()) == []
+
+
+def test_a_tree_built_while_waiting_for_the_lock_is_taken(cache_dir, monkeypatch):
+    """Another builder finished the same tree while this one waited for the lock: this one
+    takes it as it is and dumps nothing."""
+    seen = recording_dump(monkeypatch)
+    final = cache_dir / f"virt-{idledt.key(idledt.qemu_version(QEMU), MACHINE)}.dtb"
+    real = idledt.cache.locked
+    names = []
+
+    @contextlib.contextmanager
+    def locked(name):
+        with real(name):
+            names.append(name)
+            final.write_bytes(b"the other builder's tree")
+            yield
+
+    monkeypatch.setattr(idledt.cache, "locked", locked)
+    assert idledt.ensure(QEMU, MACHINE) == final
+    assert names == [idledt.CACHE] and seen == []
+    assert final.read_bytes() == b"the other builder's tree"
+
+
+def test_builders_take_turns_and_leave_the_others_scratch_alone(cache_dir, monkeypatch):
+    """While another builder holds the cache's lock (the real one: idledt.lock under the
+    cache root) this one neither dumps nor removes the other's scratch directory; once the
+    lock is free it builds, and the other's leftovers (it is gone) go."""
+    monkeypatch.setattr(idledt, "qemu_version", lambda b: "QEMU emulator version 0.0.0")
+    dumping = threading.Event()
+    real = idledt.dump
+    monkeypatch.setattr(idledt, "dump", lambda b, m, out: (dumping.set(), real(b, m, out))[1])
+    cache_dir.mkdir(parents=True)
+    other = cache_dir / f"{idledt.cache.PARTIAL_PREFIX}other"
+    other.mkdir()
+    result: list = []
+    with open(cache_dir.parent / f"{idledt.CACHE}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        builder = threading.Thread(
+            target=lambda: result.append(idledt.ensure(QEMU, MACHINE)), daemon=True)
+        builder.start()
+        try:
+            assert not dumping.wait(1.5), "dumped while another builder held the lock"
+            assert other.is_dir(), "removed a scratch directory under another's lock"
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+        builder.join(timeout=idledt.TIMEOUT_S)
+    assert not builder.is_alive() and dumping.is_set()
+    assert [p.name for p in cache_dir.iterdir()] == [result[0].name]
+    assert idledt.problems(result[0]) == []
+
+
+def test_a_wrong_tree_is_not_cached(cache_dir, monkeypatch):
+    """A tree that comes out without the state fails the build, names what is wrong and
+    leaves nothing behind; a killed run's leftovers go all the same."""
+    monkeypatch.setattr(idledt, "add_idle_state",
+                        lambda dumped, out: shutil.copy(dumped, out))
+    cache_dir.mkdir(parents=True)
+    (cache_dir / f"{idledt.cache.PARTIAL_PREFIX}abc").mkdir()
+    with pytest.raises(PipelineError) as e:
+        idledt.ensure(QEMU, MACHINE)
+    assert str(e.value).startswith(
+        f"the idle-state tree for {' '.join(MACHINE)} came out wrong: no usable "
+        "/cpus/idle-states/cpu-sleep-0: ")
+    assert list(cache_dir.iterdir()) == []
+
+
+def test_a_stuck_tool_is_stopped(monkeypatch):
+    monkeypatch.setattr(idledt, "TIMEOUT_S", 0.5)
+    start = time.monotonic()
+    with pytest.raises(PipelineError, match=r"^a stuck dumpdtb did not finish in 0\.5 s: "
+                                            r"sleep 30$"):
+        idledt._run(["sleep", "30"], "a stuck dumpdtb")
+    assert time.monotonic() - start < 10
