@@ -207,12 +207,12 @@ def test_32_bit_counters_are_not_this_guests(tmp_path):
 
 
 def test_too_few_idle_entries_in_the_generation_phase_fail(tmp_path):
-    """At least 10 idle-state entries a CPU in the 2 s sleep, counted over all CPUs: 9 on
-    each fail, 10 on each pass; 10 and 9 fail too (see
+    """At least 10 idle-state entries on each CPU in the 2 s sleep: 9 on each fail (cpu0
+    named first), 10 on each pass; 10 and 9 fail too, and 20 and 0 (see
     test_nineteen_idle_entries_in_the_generation_phase_fail)."""
     r = cpu_pm(tmp_path, entries_in_2s=9)
     assert r.returncode == 1
-    assert ("FAIL: 18 idle-state entries in 2 s of sleep on 2 CPUs, nobody let in: CPU PM "
+    assert ("FAIL: cpu0: 9 idle-state entries in 2 s of sleep, nobody let in: CPU PM "
             "hardly ran") in r.stdout
     (tmp_path / "b").mkdir()
     assert cpu_pm(tmp_path / "b", entries_in_2s=10).returncode == 0
@@ -309,5 +309,10 @@ def test_nineteen_idle_entries_in_the_generation_phase_fail(tmp_path):
     r = cpu_pm(tmp_path, entries_in_2s={0: 10, 1: 9})
     assert r.returncode == 1
     assert r.stdout.strip().splitlines()[-1] == (
-        "FAIL: 19 idle-state entries in 2 s of sleep on 2 CPUs, nobody let in: CPU PM hardly "
-        "ran")
+        "FAIL: cpu1: 9 idle-state entries in 2 s of sleep, nobody let in: CPU PM hardly ran")
+    # Enough in all, none on one CPU: its PM exits were never seen.
+    (tmp_path / "b").mkdir()
+    r = cpu_pm(tmp_path / "b", entries_in_2s={0: 20, 1: 0})
+    assert r.returncode == 1
+    assert r.stdout.strip().splitlines()[-1] == (
+        "FAIL: cpu1: 0 idle-state entries in 2 s of sleep, nobody let in: CPU PM hardly ran")

@@ -57,13 +57,15 @@ trap - EXIT
 modprobe $MOD $EV recheck_ms=10000 || fail "modprobe $EV recheck_ms=10000: $(dmesg | tail -n 3)"
 trap 'unload' EXIT
 [ "$(cat $SYSFS/event_width)" = 64 ] || fail "event_width $(cat $SYSFS/event_width): this guest wants 64-bit event counters (QEMU -cpu max: PMUv3p5)"
-ncpu=$(cpu_list | wc -w)
 g=$(cat $SYSFS/generation)
-u=0
-for c in $(cpu_list); do u=$((u + $(usage $c))); done
+for c in $(cpu_list); do eval "u$c=$(usage $c)"; done
 sleep 2
-for c in $(cpu_list); do u=$((u - $(usage $c))); done
-du=$((-u)) dg=$(($(cat $SYSFS/generation) - g))
-[ "$du" -ge $((10 * ncpu)) ] || fail "$du idle-state entries in 2 s of sleep on $ncpu CPUs, nobody let in: CPU PM hardly ran"
+du=0
+for c in $(cpu_list); do
+	eval "n=\$(($(usage $c) - u$c))"
+	[ "$n" -ge 10 ] || fail "cpu$c: $n idle-state entries in 2 s of sleep, nobody let in: CPU PM hardly ran"
+	du=$((du + n))
+done
+dg=$(($(cat $SYSFS/generation) - g))
 [ "$dg" -eq 0 ] || fail "the generation moved $dg times across $du idle-state entries (nobody let in, 64-bit counters): a PM exit with no reload gave a new generation"
 echo "$reads reads on each CPU after idle periods, none faulted;${line%;}; nobody let in: generation unchanged across $du idle-state entries"
