@@ -5,10 +5,13 @@ from pathlib import Path
 
 from invoke import Exit, task
 
-from pmubuild import bench as bench_mod
-from pmubuild import commands, debugrun, hwtest, pkgtest
-from pmubuild import package as package_mod
-from pmubuild.errors import PipelineError
+from pmubuild import commands
+from pmubuild.bench import bench as bench_mod
+from pmubuild.common.errors import PipelineError
+from pmubuild.debian import package as package_mod
+from pmubuild.debian import pkgtest
+from pmubuild.guests import debugrun
+from pmubuild.hw import run as hw_run
 
 
 def _run(fn, *args, **kwargs):
@@ -158,7 +161,7 @@ def test_package(c, suite="bookworm", arch="amd64"):
 def test_hw(c, json=""):
     """As root on a real Intel machine: load, sysfs, counts, perf, hotplug, unload; a
     table and a JSON report. Stops at once, loading nothing, where there is no PMU."""
-    if _run(hwtest.run, Path(json) if json else None) != 0:
+    if _run(hw_run.run, Path(json) if json else None) != 0:
         raise Exit("test-hw: some steps failed (table above)", code=1)
 
 

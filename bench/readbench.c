@@ -35,7 +35,7 @@
  * Each path is one loop function with the read inlined, so a window of N reads
  * costs N reads plus the loop; the same loop without a read (`empty`) is
  * measured beside each and subtracted. The statistics (median, spread, ratio)
- * are computed by the caller (pmubuild/bench.py) from the raw samples printed.
+ * are computed by the caller (pmubuild/bench/bench.py) from the raw samples printed.
  *
  * Also built static for the test guests (tests/guest/src/readbench.c is a
  * link to this file): tests/guest/arm64/45-bench-icount.sh runs --insns.

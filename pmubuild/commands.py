@@ -8,12 +8,16 @@ import time
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
-from . import build, compat, debugkernel, debugrun, kernels, matrix, matrixrun, pkgtest, signing
-from . import checkpatch as checkpatch_mod
-from .apt import PrivateApt
-from .errors import PipelineError
-from .kdir import KernelTree, inspect
-from .progress import say
+from pmubuild.common.errors import PipelineError
+from pmubuild.common.progress import say
+from pmubuild.debian import pkgtest
+from pmubuild.guests import debugkernel, debugrun, matrixrun
+from pmubuild.kbuild import compat
+from pmubuild.modbuild import build, signing
+from pmubuild.modbuild import checkpatch as checkpatch_mod
+from pmubuild.trees import kernels, matrix
+from pmubuild.trees.apt import PrivateApt
+from pmubuild.trees.kdir import KernelTree, inspect
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -180,7 +184,7 @@ DEBUG_DEFAULT_PROFILES = {"debug": "debug,stress", "kcsan": "stress"}
 def test_debug(arch: str, profiles: str | None, bugs: str, stress_cycles: int,
                timeout: float, fail_nth_step: int = 1, fails: list[str] | None = None,
                flavour: str = "debug", fail_nth_window: int = 0) -> bool:
-    """The `flavour` kernel (pmubuild.debugkernel: "debug" or "kcsan") for `arch`: the
+    """The `flavour` kernel (pmubuild.guests.debugkernel: "debug" or "kcsan") for `arch`: the
     detectors proven, each on its deliberate bug (`bugs`, one guest), then the named guest
     profiles ("main", "stress", "kvm", "debug") with the module; every report printed.
     True when each detector caught its bug and the module's runs have none."""
@@ -422,7 +426,7 @@ def test_all(timeout: float, jobs: int) -> bool:
     with open(log, "w") as f:
         say("test-package: bookworm, trixie, sid (amd64), bookworm (arm64), bullseye (refusal)"
             f" in the background, one at a time until test-qemu ends, then two; output in {log}")
-        pkg = subprocess.Popen(["nice", "-n", "10", sys.executable, "-m", "pmubuild.pkgtest",
+        pkg = subprocess.Popen(["nice", "-n", "10", sys.executable, "-m", pkgtest.__name__,
                                 "--lanes=1"],
                                cwd=REPO, stdout=f, stderr=subprocess.STDOUT,
                                start_new_session=True)

@@ -6,8 +6,8 @@ import re
 import subprocess
 from pathlib import Path
 
-from pmubuild import cache, kernels, matrix
-from pmubuild.apt import PrivateApt
+from pmubuild.trees import cache, kernels, matrix
+from pmubuild.trees.apt import PrivateApt
 
 # Flavours Debian ships for bookworm besides the generic one, per architecture.
 FLAVOURS = {"amd64": ("cloud-amd64", "rt-amd64"), "arm64": ("cloud-arm64", "rt-arm64")}

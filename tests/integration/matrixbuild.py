@@ -5,8 +5,9 @@ into build/<release>-<arch>, where test-qemu's own make then finds nothing to do
 
 import functools
 
-from pmubuild import build, kernels, matrix
-from pmubuild.apt import PrivateApt
+from pmubuild.modbuild import build
+from pmubuild.trees import kernels, matrix
+from pmubuild.trees.apt import PrivateApt
 
 
 @functools.cache

@@ -11,8 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from pmubuild import compat, kernels, matrix
-from pmubuild.apt import PrivateApt
+from pmubuild.kbuild import compat
+from pmubuild.trees import kernels, matrix
+from pmubuild.trees.apt import PrivateApt
 
 pytestmark = pytest.mark.kernels
 

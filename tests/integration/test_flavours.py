@@ -12,8 +12,9 @@ import pytest
 from cloudtree import FLAVOURS, flavour_tree
 from matrixbuild import apt, w1_build
 
-from pmubuild import kdir, matrix, modverify
-from pmubuild.kbuildfiles import read_config
+from pmubuild.kbuild import modverify
+from pmubuild.kbuild.kbuildfiles import read_config
+from pmubuild.trees import kdir, matrix
 
 pytestmark = pytest.mark.kernels
 REPO = Path(__file__).resolve().parents[2]

@@ -11,8 +11,9 @@ from pathlib import Path
 import pytest
 from test_flavours import apt, built
 
-from pmubuild import kdir, kernels, matrix, modverify
-from pmubuild.kbuildfiles import SRCARCH, TreeError, source_roots, tree_vermagic
+from pmubuild.kbuild import modverify
+from pmubuild.kbuild.kbuildfiles import SRCARCH, TreeError, source_roots, tree_vermagic
+from pmubuild.trees import kdir, kernels, matrix
 
 pytestmark = pytest.mark.kernels
 SEED = "5eed" * 16

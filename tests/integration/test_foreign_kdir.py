@@ -10,9 +10,10 @@ import pytest
 from cloudtree import cloud_debs_for, extract, fix_makefile
 from elftools.elf.elffile import ELFFile
 
-from pmubuild import compat, kdir
-from pmubuild.apt import PrivateApt
-from pmubuild.errors import PipelineError
+from pmubuild.common.errors import PipelineError
+from pmubuild.kbuild import compat
+from pmubuild.trees import kdir
+from pmubuild.trees.apt import PrivateApt
 
 pytestmark = pytest.mark.kernels
 REPO = Path(__file__).resolve().parents[2]

@@ -2,8 +2,9 @@
 
 import pytest
 
-from pmubuild import cpio, guest, kernels, matrix, qemu
-from pmubuild.apt import PrivateApt
+from pmubuild.guests import cpio, guest, qemu
+from pmubuild.trees import kernels, matrix
+from pmubuild.trees.apt import PrivateApt
 
 pytestmark = [pytest.mark.kernels, pytest.mark.qemu]
 

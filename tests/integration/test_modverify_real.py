@@ -11,8 +11,10 @@ import pytest
 from cloudtree import flavour_tree
 from matrixbuild import apt, w1_build
 
-from pmubuild import build, kdir, kernels, matrix, modverify, signing
-from pmubuild.errors import PipelineError
+from pmubuild.common.errors import PipelineError
+from pmubuild.kbuild import modverify
+from pmubuild.modbuild import build, signing
+from pmubuild.trees import kdir, kernels, matrix
 
 pytestmark = pytest.mark.kernels
 REPO = Path(__file__).resolve().parents[2]

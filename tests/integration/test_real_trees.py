@@ -4,8 +4,9 @@ import shutil
 
 import pytest
 
-from pmubuild import build, kdir, kernels, matrix, toolchain
-from pmubuild.apt import PrivateApt
+from pmubuild.modbuild import build
+from pmubuild.trees import kdir, kernels, matrix, toolchain
+from pmubuild.trees.apt import PrivateApt
 
 pytestmark = pytest.mark.kernels
 

@@ -9,8 +9,11 @@ from pathlib import Path
 import pytest
 from elftools.elf.elffile import ELFFile
 
-from pmubuild import build, guest, kdir, modverify, qemu, sigkernel, signing
-from pmubuild.apt import PrivateApt
+from pmubuild.guests import guest, qemu, sigkernel
+from pmubuild.kbuild import modverify
+from pmubuild.modbuild import build, signing
+from pmubuild.trees import kdir
+from pmubuild.trees.apt import PrivateApt
 
 pytestmark = [pytest.mark.kernels, pytest.mark.qemu]
 

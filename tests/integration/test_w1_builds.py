@@ -7,8 +7,10 @@ from pathlib import Path
 import pytest
 from matrixbuild import w1_build
 
-from pmubuild import build, compat, kernels, matrix
-from pmubuild.apt import PrivateApt
+from pmubuild.kbuild import compat
+from pmubuild.modbuild import build
+from pmubuild.trees import kernels, matrix
+from pmubuild.trees.apt import PrivateApt
 
 pytestmark = pytest.mark.kernels
 

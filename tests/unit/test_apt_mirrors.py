@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from pmubuild import apt
-from pmubuild.errors import PipelineError
+from pmubuild.common.errors import PipelineError
+from pmubuild.trees import apt
 
 pytestmark = pytest.mark.skipif(shutil.which("apt-get") is None, reason="needs apt")
 

@@ -1,4 +1,4 @@
-"""invoke bench (pmubuild/bench.py, bench/readbench.c): statistics, ratios, the table, the
+"""invoke bench (pmubuild/bench/bench.py, bench/readbench.c): statistics, ratios, the table, the
 reasons of unavailable paths on this host, callgrind's figures, the goals and the plot."""
 
 import json
@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from pmubuild import bench
+from pmubuild.bench import bench
 
 DRIVER_DIR = Path("/sys/devices/system/simple-pmu/simple-pmu0")
 EVENT_SOURCES = Path("/sys/bus/event_source/devices")

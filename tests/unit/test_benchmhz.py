@@ -1,9 +1,9 @@
-"""invoke bench's frequency comparison (pmubuild/benchmhz.py): the verdict from the two
+"""invoke bench's frequency comparison (pmubuild/bench/benchmhz.py): the verdict from the two
 tools' spreads, the seed tool's output, the table; one real round of both tools."""
 
 import pytest
 
-from pmubuild import bench, benchmhz
+from pmubuild.bench import bench, benchmhz
 
 
 def tool(name, *mhz):

@@ -1,6 +1,6 @@
 import pytest
 
-from pmubuild import cache
+from pmubuild.trees import cache
 
 
 def test_atomic_dir_publishes_whole_entry(tmp_path):

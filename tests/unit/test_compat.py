@@ -1,4 +1,4 @@
-"""pmubuild/compat.py on small hand-made kernel trees: each probe kind, where headers are
+"""pmubuild/kbuild/compat.py on small hand-made kernel trees: each probe kind, where headers are
 found, the errors, arch filtering, the rendered header (compiled with the host gcc),
 write()'s mtime, main(), and that the file stays standalone for DKMS."""
 
@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from pmubuild import compat
+from pmubuild.kbuild import compat
 
 from .kdir_fixtures import write_files
 

@@ -8,7 +8,7 @@ import subprocess
 
 import pytest
 
-from pmubuild import cpio
+from pmubuild.guests import cpio
 
 pytestmark = pytest.mark.skipif(shutil.which("cpio") is None, reason="cpio not installed")
 

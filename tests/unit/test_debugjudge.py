@@ -1,10 +1,10 @@
-"""pmubuild.debugjudge on consoles of debug guests, and the pieces of the debug kernels that
+"""pmubuild.guests.debugjudge on consoles of debug guests, and the pieces of the debug kernels that
 run without building one: the fragment, the lost-option check, the console parser."""
 
 import pytest
 
-from pmubuild import debugjudge, debugkernel, qemu, selfkernel
-from pmubuild.errors import PipelineError
+from pmubuild.common.errors import PipelineError
+from pmubuild.guests import debugjudge, debugkernel, qemu, selfkernel
 
 ODEBUG = """\
 [   12.000000] ------------[ cut here ]------------
@@ -158,7 +158,8 @@ def test_lost_options_names_each_line_olddefconfig_did_not_keep():
 
 
 def test_test_debug_refuses_bad_input_before_building_anything(monkeypatch):
-    from pmubuild import commands, debugrun
+    from pmubuild import commands
+    from pmubuild.guests import debugrun
 
     def no_build(*a, **k):
         raise AssertionError("a kernel would be built")
@@ -183,7 +184,8 @@ def test_test_debug_refuses_bad_input_before_building_anything(monkeypatch):
 
 
 def test_debug_bugs_all_none_or_named_in_the_guests_order():
-    from pmubuild import commands, debugrun
+    from pmubuild import commands
+    from pmubuild.guests import debugrun
 
     assert commands.debug_bugs("all") == [b for b in debugrun.DETECTOR_BUGS if b != "data-race"]
     assert commands.debug_bugs("all", "kcsan") == ["data-race"]

@@ -1,4 +1,4 @@
-"""pmubuild.debugrun and commands.test_debug / ci_debug / test_all without a kernel or QEMU:
+"""pmubuild.guests.debugrun and commands.test_debug / ci_debug / test_all without a kernel or QEMU:
 the debug kernel, the builds, the initramfs and the boot are fakes; the fake guest answers
 the script it was given (each bug marked, then reported by its detector, unless told
 otherwise). What must fail: a detector missing its bug or reporting another kind, a
@@ -12,8 +12,10 @@ from types import SimpleNamespace
 
 import pytest
 
-from pmubuild import build, commands, debugjudge, debugkernel, debugrun, guest, qemu
-from pmubuild.errors import PipelineError
+from pmubuild import commands
+from pmubuild.common.errors import PipelineError
+from pmubuild.guests import debugjudge, debugkernel, debugrun, guest, qemu
+from pmubuild.modbuild import build
 from tests.unit.test_debugjudge import MARK, bug_mark, console
 
 # One title per detector, as each reports its bug (kmemleak: an entry with the pid).

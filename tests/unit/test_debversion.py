@@ -6,7 +6,7 @@ from functools import cmp_to_key
 
 import pytest
 
-from pmubuild.debversion import compare, version_key
+from pmubuild.trees.debversion import compare, version_key
 
 PAIRS = [
     ("6.12.95-1~bpo12+1", "6.12.95-1"),

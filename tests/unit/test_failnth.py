@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from pmubuild import guest
+from pmubuild.guests import guest
 
 FAIL_NTH = Path("/proc/thread-self/fail-nth")
 

@@ -15,9 +15,10 @@ from types import SimpleNamespace
 
 import pytest
 
-from pmubuild import hwtest, hwtest_steps
-from pmubuild.errors import PipelineError
-from pmubuild.hwtest import HostView, Record
+from pmubuild.common.errors import PipelineError
+from pmubuild.hw import hwtest, hwtest_steps
+from pmubuild.hw import run as hw_run
+from pmubuild.hw.hwtest import HostView, Record
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -207,7 +208,7 @@ def test_preflight_here_stops_before_building_or_loading(tmp_path, monkeypatch):
     before = (REPO / "build" / "hw").exists()
     out = tmp_path / "report.json"
     with pytest.raises(PipelineError) as err:
-        hwtest.run(out)
+        hw_run.run(out)
     text = str(err.value)
     assert "\n" not in text
     pf = hwtest.preflight(HostView.current())
@@ -434,7 +435,7 @@ def test_step_sysfs_missing_file(tmp_path, monkeypatch):
 
 def fake_run(tmp_path, monkeypatch, *, insmod_fails=False, step_status="pass", rdpmc="1",
              steps_raise=None, insmod_rdpmc=None, rmmod_rdpmc=None):
-    """hwtest.run on a fake machine whose rdpmc starts at `rdpmc`; insmod_rdpmc and
+    """hw_run.run on a fake machine whose rdpmc starts at `rdpmc`; insmod_rdpmc and
     rmmod_rdpmc: what a module that changes it would write there at load and unload."""
     view = fake_host(tmp_path, rdpmc=rdpmc)
     calls = []
@@ -479,7 +480,7 @@ def fake_run(tmp_path, monkeypatch, *, insmod_fails=False, step_status="pass", r
     monkeypatch.setattr(hwtest, "module_loaded", lambda: bool(loaded))
     writes = rdpmc_writes(monkeypatch)
     out = tmp_path / "r.json"
-    rc = hwtest.run(out, view)
+    rc = hw_run.run(out, view)
     return rc, calls, json.loads(out.read_text()), rdpmc_file.read_text(), writes
 
 

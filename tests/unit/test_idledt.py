@@ -1,4 +1,4 @@
-"""pmubuild.idledt with the real qemu-system-aarch64 (dumpdtb only: no guest boots) and
+"""pmubuild.guests.idledt with the real qemu-system-aarch64 (dumpdtb only: no guest boots) and
 dtc: the tree QEMU builds for a boot's options, with the PSCI idle state and every CPU
 referring to it, read back by a flattened-tree reader of this test's own."""
 
@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from pmubuild import idledt, qemu
-from pmubuild.errors import PipelineError
+from pmubuild.common.errors import PipelineError
+from pmubuild.guests import idledt, qemu
 
 QEMU = "qemu-system-aarch64"
 

@@ -2,8 +2,8 @@
 
 import pytest
 
-from pmubuild import kdir
-from pmubuild.errors import PipelineError
+from pmubuild.common.errors import PipelineError
+from pmubuild.trees import kdir
 
 from .kdir_fixtures import CONFIG_ARM64, make_tree
 

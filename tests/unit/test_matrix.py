@@ -1,7 +1,7 @@
 import pytest
 
-from pmubuild import matrix
-from pmubuild.errors import PipelineError
+from pmubuild.common.errors import PipelineError
+from pmubuild.trees import matrix
 
 
 def test_expand_all_is_every_suite_times_every_arch():

@@ -7,8 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from pmubuild import commands, guest, kernels, matrix, matrixrun, qemu
-from pmubuild.errors import PipelineError
+from pmubuild import commands
+from pmubuild.common.errors import PipelineError
+from pmubuild.guests import guest, matrixrun, qemu
+from pmubuild.trees import kernels, matrix
 
 RELEASES = {"bullseye": "5.10.0-46", "bookworm": "6.1.0-57", "bookworm-backports": "6.12.0-0",
             "trixie": "6.12.0-40", "sid": "7.0.0-1"}

@@ -11,8 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from pmubuild import modverify, signing
-from pmubuild.kbuildfiles import Export, read_symvers
+from pmubuild.kbuild import modverify
+from pmubuild.kbuild.kbuildfiles import Export, read_symvers
+from pmubuild.modbuild import signing
 
 from .kdir_fixtures import make_debian_tree
 from .test_compat import imported_names

@@ -1,10 +1,10 @@
-"""pmubuild.package.run_in_overlay's shell script run on the host, with unshare, mount,
+"""pmubuild.debian.package.run_in_overlay's shell script run on the host, with unshare, mount,
 cp and chroot faked: what it writes into the overlay before the chroot's script runs."""
 
 import os
 import re
 
-from pmubuild import package
+from pmubuild.debian import package
 
 
 def fake(bindir, name, body):

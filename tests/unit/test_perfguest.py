@@ -1,4 +1,4 @@
-"""pmubuild.perfguest: Debian's perf and only the libraries its binary loads, for the
+"""pmubuild.guests.perfguest: Debian's perf and only the libraries its binary loads, for the
 arm64 guests (tests/guest/arm64/47-perf-own-tests.sh). Fakes: packages are directories,
 an "ELF" is a text file naming its NEEDED sonames and interpreter."""
 
@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from pmubuild import cpio, guest, perfguest
-from pmubuild.apt import Package
-from pmubuild.errors import PipelineError
+from pmubuild.common.errors import PipelineError
+from pmubuild.guests import cpio, guest, perfguest
+from pmubuild.trees.apt import Package
 
 
 def fake_elf(path: Path) -> perfguest.Elf | None:

@@ -1,4 +1,4 @@
-"""pmubuild.pkgtest without chroots: the stage manifest against the stage script, the
+"""pmubuild.debian.pkgtest without chroots: the stage manifest against the stage script, the
 script's syntax under dash (the chroots' /bin/sh), and the apt sources it writes."""
 
 import re
@@ -8,7 +8,7 @@ import subprocess
 
 import pytest
 
-from pmubuild import pkgtest
+from pmubuild.debian import pkgtest
 
 
 def untimed(lines: list[str]) -> list[str]:
@@ -40,7 +40,7 @@ def test_stage_script_parses(shell):
 
 
 def test_sources_name_every_apt_suite_of_the_kernel(monkeypatch):
-    # The mirrors are the machine's (pmubuild.apt.mirrors, tested in test_apt_mirrors);
+    # The mirrors are the machine's (pmubuild.trees.apt.mirrors, tested in test_apt_mirrors);
     # made-up ones here.
     monkeypatch.setenv("SIMPLE_PMU_DEBIAN_MIRROR", "http://mirror.invalid/debian")
     monkeypatch.setenv("SIMPLE_PMU_SECURITY_MIRROR", "http://mirror.invalid/debian-security")
@@ -72,7 +72,7 @@ def test_the_tcyc_check_skips_with_a_reason_and_never_passes_without_the_seeds()
 
 
 def test_seeds_absent_reason(tmp_path, monkeypatch):
-    from pmubuild import seeds
+    from pmubuild.common import seeds
 
     missing = tmp_path / "nowhere"
     monkeypatch.setattr(seeds, "SEEDS", missing)
@@ -92,7 +92,7 @@ def test_seeds_absent_reason(tmp_path, monkeypatch):
 def test_split_builds_must_build_exactly_their_share_and_pass_lintian(tmp_path, monkeypatch):
     from pathlib import Path
 
-    from pmubuild import package
+    from pmubuild.debian import package
 
     def result(names, lintian_ok=True):
         files = tuple(Path(tmp_path, n) for n in names)
@@ -263,7 +263,7 @@ def test_one_lane_until_told_then_two(tmp_path, monkeypatch, capsys):
 def fake_test_run(tmp_path, monkeypatch, suite, arch, rc, stages):
     """pkgtest.test() with the builds, the chroot and the boot faked: the stage script
     'prints' a PASS line for each of `stages` and exits rc. (verdict, results said)."""
-    from pmubuild import package
+    from pmubuild.debian import package
 
     monkeypatch.setattr(pkgtest, "REPO", tmp_path)
     built = []

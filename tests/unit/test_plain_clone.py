@@ -5,7 +5,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-from pmubuild import commands, guest, seeds
+from pmubuild import commands
+from pmubuild.common import seeds
+from pmubuild.guests import guest
 
 
 def junit_of(tmp_path, name: str, text: str, rc: int):

@@ -7,7 +7,7 @@ import subprocess
 
 import pytest
 
-from pmubuild import pyguest
+from pmubuild.guests import pyguest
 
 SRC = """\
 #define _GNU_SOURCE

@@ -1,7 +1,7 @@
 """Reading the guest's console: results, outputs, crashes, timeouts, command mode."""
 
-from pmubuild import qemu
-from pmubuild.qemu import GuestRun, parse_console
+from pmubuild.guests import qemu
+from pmubuild.guests.qemu import GuestRun, parse_console
 
 
 def run_of(console: str, *, timed_out=False, qemu_rc=0, seconds=3.0) -> GuestRun:

@@ -2,10 +2,10 @@
 
 import pytest
 
-from pmubuild import kernels
-from pmubuild.apt import PrivateApt
-from pmubuild.errors import PipelineError
-from pmubuild.matrix import SUITES
+from pmubuild.common.errors import PipelineError
+from pmubuild.trees import kernels
+from pmubuild.trees.apt import PrivateApt
+from pmubuild.trees.matrix import SUITES
 
 # List file names as apt makes them from a mirror's URL (made-up mirror).
 MAIN = "mirror.invalid_debian"

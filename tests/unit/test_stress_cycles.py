@@ -2,8 +2,10 @@
 
 import pytest
 
-from pmubuild import commands, matrix, matrixrun
-from pmubuild.errors import PipelineError
+from pmubuild import commands
+from pmubuild.common.errors import PipelineError
+from pmubuild.guests import matrixrun
+from pmubuild.trees import matrix
 
 
 def _combos(*names: str) -> list[tuple[matrix.Suite, str]]:

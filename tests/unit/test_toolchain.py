@@ -6,10 +6,10 @@ from pathlib import Path
 
 import pytest
 
-from pmubuild import toolchain
-from pmubuild.errors import PipelineError
-from pmubuild.kdir import KernelTree
-from pmubuild.toolchain import Host
+from pmubuild.common.errors import PipelineError
+from pmubuild.trees import toolchain
+from pmubuild.trees.kdir import KernelTree
+from pmubuild.trees.toolchain import Host
 
 DEFAULT_GCC = {"bullseye": 10, "bookworm": 12, "trixie": 14, "sid": 16}
 

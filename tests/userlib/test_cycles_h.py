@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 from userlib_helpers import LineProcess
 
-from pmubuild import seeds
-from pmubuild.seeds import restore_seed
+from pmubuild.common import seeds
+from pmubuild.common.seeds import restore_seed
 
 REPO = Path(__file__).resolve().parents[2]
 INCLUDE = REPO / "include"

@@ -184,7 +184,7 @@ def test_mhz_json_computes_the_mhz_tools_figure(venv):
     """Each run's figure is the mhz tool's formula applied to that run's own timings,
     200 * count XORs over (t250 - t50), and the median is the runs' median: the two
     computations compared on the same measured loops, whatever the machine was doing.
-    Agreement of the two tools' timings belongs to `invoke bench` (pmubuild/benchmhz.py):
+    Agreement of the two tools' timings belongs to `invoke bench` (pmubuild/bench/benchmhz.py):
     both time a loop with a clock, so any other work on the machine moves them."""
     res = run(venv, "mhz", "--runs", str(MHZ_RUNS), "--json")
     assert res.returncode == 0, res.stderr
@@ -204,8 +204,8 @@ def test_mhz_json_computes_the_mhz_tools_figure(venv):
 
 def test_the_seed_mhz_tool_builds_and_runs(tmp_path):
     """The tool `invoke bench` compares with: built as published, it prints one figure a
-    run (what pmubuild.benchmhz parses). SKIP on a clone without the seeds beside it."""
-    from pmubuild import benchmhz
+    run (what pmubuild.bench.benchmhz parses). SKIP on a clone without the seeds beside it."""
+    from pmubuild.bench import benchmhz
 
     exe = benchmhz.compile_seed(tmp_path)
     if exe is None:

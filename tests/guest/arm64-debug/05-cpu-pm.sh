@@ -8,8 +8,9 @@
 # each CPU (cpuidle's usage). The module has no count of checks by cause: its
 # interventions (access found revoked and opened again, any cause) less the timer's
 # checks must be at least half the idle-state entries. Then, with nobody let in, no PM
-# exit may give a new generation (nothing was reloaded: 64-bit counters). SKIP on a kernel or tree without
-# an idle state (qemu.boot(idle_states=True) gives QEMU's tree one, pmubuild/idledt.py;
+# exit may give a new generation (nothing was reloaded: 64-bit counters). SKIP on a
+# kernel or tree without
+# an idle state (qemu.boot(idle_states=True) gives QEMU's tree one, pmubuild/guests/idledt.py;
 # the debug kernel has CPU_IDLE).
 . /tests/lib.sh
 reads=20

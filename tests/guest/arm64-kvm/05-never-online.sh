@@ -2,7 +2,7 @@
 # cpuhp callback, so nothing of the module's ran there; its cycle_index and
 # event_index must say -1 (no counter), not the 0 of a fresh per-CPU area, which
 # names PMEVCNTR0 and would send a reader to whatever counts there. This guest boots
-# with maxcpus=1 (pmubuild/guest.py): cpu1 is present and was never brought up.
+# with maxcpus=1 (pmubuild/guests/guest.py): cpu1 is present and was never brought up.
 # Then cpu1 comes online: the module places its events there, and the KVM test after
 # this one has its two CPUs.
 . /tests/lib.sh

@@ -3,7 +3,7 @@
 # version of the driver too); plain TCG runs it clean.
 # Load/unload cycles while readers run on every CPU (spmu.stress_cycles= on the kernel
 # command line: 200 on bookworm (or a kernel run alone), 30 on the others, see
-# pmubuild/matrixrun.py): no WARNING/BUG/Oops, and user access is gone after the last
+# pmubuild/guests/matrixrun.py): no WARNING/BUG/Oops, and user access is gone after the last
 # unload.
 # Without -icount QEMU implements no INST_RETIRED (PMCEID0 bit 8 clear), so the
 # driver would refuse its default event: it counts CPU_CYCLES on an event counter.

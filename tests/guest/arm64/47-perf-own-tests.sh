@@ -1,6 +1,6 @@
 # Issue 22: perf's own self-monitoring programs are not disturbed by the module or by
 # our readers sharing their CPU. Debian's perf of this kernel's suite (linux-perf, put in
-# the guest by pmubuild/perfguest.py) runs its own tests "User space counter reading of
+# the guest by pmubuild/guests/perfguest.py) runs its own tests "User space counter reading of
 # instructions" and "... of cycles" (tools/perf/tests/mmap-basic.c: an event with
 # config1 bit 1 under kernel.perf_user_access=1, read with mrs through libperf's
 # perf_mmap__read_self() under perf's own EL0 grant), pinned to the readers' CPU:

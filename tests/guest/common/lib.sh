@@ -24,7 +24,7 @@ EOF
 # The kernel log must stay free of WARNING/BUG/Oops through every test. Nothing
 # clears it (no dmesg -c): tests that look at their own lines mark where they began.
 # On a debug kernel (spmu.debug=1) the host judges every report by its title
-# (pmubuild/debugjudge.py): a bare call trace there is an injected allocation failure's
+# (pmubuild/guests/debugjudge.py): a bare call trace there is an injected allocation failure's
 # (warn_alloc: "vmalloc error", "page allocation failure"), not a report; nor a data
 # race KCSAN reports, which the judge counts only when the module is in it.
 kernel_log_clean() {

@@ -2,7 +2,7 @@
 /*
  * A loop of known length for exact-count tests, written in assembly so the
  * compiler cannot change it. The host reads the global labels from the built
- * binary (pmubuild.guest.loop_layout) and derives the expected instruction
+ * binary (pmubuild.guests.guest.loop_layout) and derives the expected instruction
  * count from them; nothing here states the answer.
  *
  * spmu_measure(n, &cycles): instructions retired (event counter selected by

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: GPL-2.0 */
 /*
- * Helpers of the hardware test's programs (invoke test-hw, pmubuild/hwtest.py):
+ * Helpers of the hardware test's programs (invoke test-hw, pmubuild/hw/hwtest.py):
  * argument parsing, pinning to a given CPU, and a SIGSEGV handler that turns a
  * faulting RDPMC into the line "result=sigsegv" and exit status 3.
  */

@@ -10,7 +10,7 @@
  * the global labels: HEAD before hw_loop_body, BODY per iteration, TAIL from
  * hw_loop_end), nothing here states them. What insn_retired() itself retires
  * between its two RDPMCs, plus the call, is the read overhead the test
- * bounds (pmubuild/hwtest_steps.py, READ_OVERHEAD_MAX).
+ * bounds (pmubuild/hw/hwtest_steps.py, READ_OVERHEAD_MAX).
  */
 #include "hwlib.h"
 
