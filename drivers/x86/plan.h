@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: GPL-2.0 */
 /*
  * What the x86 driver asks perf for, as pure functions of the settings and
- * of CPUID, so that user-space unit tests (tests/unit/test_x86_plan.py)
+ * of CPUID, so that user-space unit tests (tests/unit/drivers/test_x86_plan.py)
  * run the same code the module does:
  *
  * - which events each CPU gets (slot 0 core cycles, then instructions

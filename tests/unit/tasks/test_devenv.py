@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 DEVENV = REPO / "devenv"
 
 pytestmark = pytest.mark.skipif(shutil.which("sha256sum") is None, reason="needs coreutils")

@@ -9,7 +9,7 @@ PMUSERENR_EL0) while KVM holds it, and how many checks a real debug kernel defer
 
 from pathlib import Path
 
-from tests.unit.test_guest_scripts import GUEST, fake, run_script_text, stage
+from .test_guest_scripts import GUEST, fake, run_script_text, stage
 
 SCRIPT = "arm64-kvm/10-kvm-vcpu.sh"
 PRODUCTION = "console=ttyAMA0 spmu.mode=test maxcpus=1"

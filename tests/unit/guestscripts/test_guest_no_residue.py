@@ -25,7 +25,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.unit.test_guest_scripts import GUEST, fake, run_script_text, stage
+from .test_guest_scripts import GUEST, fake, run_script_text, stage
 
 SCRIPT = "arm64/41-no-residue.sh"
 TEXT = (GUEST / SCRIPT).read_text()

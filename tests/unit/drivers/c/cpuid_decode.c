@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
  * User-space harness for drivers/x86/cpuid_pmu.h, driven by
- * tests/unit/test_cpuid.py. It prints "key=value" lines; all the logic is
+ * tests/unit/drivers/test_cpuid.py. It prints "key=value" lines; all the logic is
  * the header's, so a broken decoder shows up as a wrong value here.
  *
  *   cpuid_decode dump MAX A_EAX A_EBX A_ECX A_EDX L7_1_EAX
@@ -19,7 +19,7 @@
 #include <string.h>
 
 #include "drivers/x86/cpuid_pmu.h"
-#include "tests/unit/c/harness.h"
+#include "tests/unit/drivers/c/harness.h"
 
 static void print_perfmon(const char *pfx, const struct spmu_perfmon *p)
 {

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 MAN = REPO / "docs" / "simple-pmu.4"
 ABI = REPO / "docs" / "ABI" / "sysfs-devices-system-simple-pmu"
 SOURCES = sorted((REPO / "drivers").rglob("*.c"))

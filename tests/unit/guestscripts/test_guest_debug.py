@@ -54,7 +54,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.unit.test_guest_scripts import GUEST, fake
+from .test_guest_scripts import GUEST, fake
 
 RELEASE = "6.1.0-debug"
 CPUHP = {0: 15, 1: 16}  # the hotplug threads' PIDs

@@ -4,7 +4,7 @@ path, or when the churn did not run beside it (a guest run only shows the unbrok
 
 import pytest
 
-from tests.unit.test_guest_scripts import GUEST, fake, run_script, run_script_text, stage
+from .test_guest_scripts import GUEST, fake, run_script, run_script_text, stage
 
 SCRIPT = "arm64/46-adversarial.sh"
 GUEST_46 = GUEST / SCRIPT
@@ -226,7 +226,7 @@ def spmu_adv(tmp_path, backend, counts, scope="thread", warm=()):
     import sys
     from pathlib import Path
     (tmp_path / "simple_pmu.py").write_text(FAKE_PMU)
-    script = Path(__file__).resolve().parents[1] / "guest" / "py" / "spmu_adv.py"
+    script = Path(__file__).resolve().parents[2] / "guest" / "py" / "spmu_adv.py"
     # 30 warm-up blocks first (spmu_adv.WARMUP), far off: never judged; for scope cpu
     # then blocks until one is ok (warm: the flagged ones, -1; then one ok).
     extra = [*warm, 99999] if scope == "cpu" else []

@@ -1,9 +1,9 @@
 """drivers/x86/cpuid_pmu.h in user space: CPUID leaf 0xA and 0x23 decoding on real dumps,
 the kernel's fixed-counter rules, which counters an event may land on, and RDPMC index
-arithmetic. tests/unit/c/cpuid_decode.c is compiled with the host gcc against the header and
+arithmetic. tests/unit/drivers/c/cpuid_decode.c is compiled with the host gcc against the header and
 prints what the header decodes; every value below comes from the header, none from Python.
 
-The dumps (tests/unit/data/cpuid/*.txt) are lines copied verbatim from libcpuid's test data;
+The dumps (tests/unit/drivers/data/cpuid/*.txt) are lines copied verbatim from libcpuid's test data;
 each file names the commit and path it came from. The expected values are the ones a reader
 can check against the Intel SDM (CPUID leaf 0AH/23H) and the parts' documentation."""
 
@@ -14,10 +14,10 @@ from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[2]
-HARNESS = REPO / "tests" / "unit" / "c" / "cpuid_decode.c"
+REPO = Path(__file__).resolve().parents[3]
+HARNESS = Path(__file__).parent / "c" / "cpuid_decode.c"
 HEADER = REPO / "drivers" / "x86" / "cpuid_pmu.h"
-DATA = REPO / "tests" / "unit" / "data" / "cpuid"
+DATA = Path(__file__).parent / "data" / "cpuid"
 
 NEW_LINE = re.compile(r"^CPUID ([0-9A-F]{8}): ([0-9A-F]{8})-([0-9A-F]{8})-([0-9A-F]{8})-"
                       r"([0-9A-F]{8})(?: \[(.*)\])?$")
@@ -47,8 +47,8 @@ def parse_dump(path: Path) -> dict[tuple[int, int], tuple[int, int, int, int]]:
 
 
 def compile_harness(tmp_path_factory, source: Path) -> Path:
-    """A harness of tests/unit/c built with the host gcc against the headers, warnings as
-    errors (the headers must compile cleanly in user space too)."""
+    """A harness of tests/unit/drivers/c built with the host gcc against the headers,
+    warnings as errors (the headers must compile cleanly in user space too)."""
     gcc = shutil.which("gcc")
     assert gcc, f"host gcc is needed to compile {source.name}"
     exe = tmp_path_factory.mktemp(source.stem) / source.stem

@@ -5,7 +5,7 @@ wakes the CPU would be, fails."""
 
 from pathlib import Path
 
-from tests.unit.test_guest_scripts import fake, run_script, stage
+from .test_guest_scripts import fake, run_script, stage
 
 SCRIPT = "arm64/25-idle-timer.sh"
 

@@ -1,7 +1,8 @@
 """drivers/x86/plan.h in user space: the 2011 ring setting as perf exclude bits, the events
-each CPU gets on real CPUs (tests/unit/data/cpuid dumps), which counters perf may give each,
-and which published RDPMC indices the driver accepts. tests/unit/c/x86_plan.c prints what the
-header computes; no expected value is computed in Python from the same rules."""
+each CPU gets on real CPUs (tests/unit/drivers/data/cpuid dumps), which counters perf may
+give each, and which published RDPMC indices the driver accepts.
+tests/unit/drivers/c/x86_plan.c prints what the header computes; no expected value is
+computed in Python from the same rules."""
 
 import errno
 from pathlib import Path
@@ -10,8 +11,7 @@ import pytest
 
 from .test_cpuid import DATA, compile_harness, parse_dump, run
 
-REPO = Path(__file__).resolve().parents[2]
-HARNESS = REPO / "tests" / "unit" / "c" / "x86_plan.c"
+HARNESS = Path(__file__).parent / "c" / "x86_plan.c"
 
 CYCLES, INSTRUCTIONS, REF_CYCLES = 0, 1, 9  # enum perf_hw_id (uapi)
 FIXED = 1 << 30  # RDPMC ECX bit 30

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.unit.test_guest_scripts import GUEST, fake, run_script_text, stage
+from .test_guest_scripts import GUEST, fake, run_script_text, stage
 
 SCRIPT = "arm64-kvm/05-never-online.sh"
 TEXT = (GUEST / SCRIPT).read_text()

@@ -16,7 +16,8 @@ from pmubuild import commands
 from pmubuild.common.errors import PipelineError
 from pmubuild.guests import debugjudge, debugkernel, debugrun, guest, qemu
 from pmubuild.modbuild import build
-from tests.unit.test_debugjudge import MARK, bug_mark, console
+
+from .test_debugjudge import MARK, bug_mark, console
 
 # One title per detector, as each reports its bug (kmemleak: an entry with the pid).
 TITLE = {

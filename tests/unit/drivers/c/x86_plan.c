@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
  * User-space harness for drivers/x86/plan.h, driven by
- * tests/unit/test_x86_plan.py. It prints "key=value" lines; the logic is
+ * tests/unit/drivers/test_x86_plan.py. It prints "key=value" lines; the logic is
  * all the header's.
  *
  *   x86_plan ring R
@@ -25,7 +25,7 @@
 #include <string.h>
 
 #include "drivers/x86/plan.h"
-#include "tests/unit/c/harness.h"
+#include "tests/unit/drivers/c/harness.h"
 
 static void build(char **a, struct spmu_x86_plan *plan)
 {

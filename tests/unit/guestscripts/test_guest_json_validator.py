@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 VALIDATOR = REPO / "tests/guest/py/spmu_json.py"
 USERLIB = REPO / "userlib"
 

@@ -5,7 +5,7 @@ difference and failed at once), while a syscall that really adds more or fewer f
 
 from pathlib import Path
 
-from tests.unit.test_guest_scripts import GUEST, fake, run_script_text, stage
+from .test_guest_scripts import GUEST, fake, run_script_text, stage
 
 SCRIPT = (GUEST / "arm64" / "33-ring-and-identity.sh").read_text()
 # The ring=2 part: up to the generation check of the ring=3 write.

@@ -20,7 +20,7 @@ from pmubuild.hw import hwtest, hwtest_steps
 from pmubuild.hw import run as hw_run
 from pmubuild.hw.hwtest import HostView, Record
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 
 INTEL_FLAGS = "fpu tsc msr apic arch_perfmon pebs bts rep_good nopl xtopology constant_tsc"
 AMD_FLAGS = "fpu tsc msr apic rep_good nopl constant_tsc hypervisor topoext"

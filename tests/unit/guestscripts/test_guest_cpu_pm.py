@@ -10,10 +10,10 @@ module really count (see the audit's report, and the guest run)."""
 
 from pathlib import Path
 
-from tests.unit.test_guest_scripts import GUEST, fake, run_script_text, stage
+from .test_guest_scripts import GUEST, fake, run_script_text, stage
 
 SCRIPT = "arm64-debug/05-cpu-pm.sh"
-# The debug run's command line for arm64 (pmubuild/debugrun.py), less the idle-state flag
+# The debug run's command line for arm64 (pmubuild/guests/debugrun.py), less the idle-state flag
 # the tests that want it add.
 CMDLINE = "console=ttyAMA0 spmu.debug=1 initcall_debug"
 DMESG = """\

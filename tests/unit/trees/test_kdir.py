@@ -5,7 +5,7 @@ import pytest
 from pmubuild.common.errors import PipelineError
 from pmubuild.trees import kdir
 
-from .kdir_fixtures import CONFIG_ARM64, make_tree
+from ..kbuild.kdir_fixtures import CONFIG_ARM64, make_tree
 
 
 def error(path) -> str:

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-GUEST = Path(__file__).resolve().parents[2] / "tests" / "guest"
+GUEST = Path(__file__).resolve().parents[3] / "tests" / "guest"
 SYSFS_LINE = "SYSFS=/sys/devices/system/simple-pmu/simple-pmu0\n"
 CPUDIR_LINE = "CPUDIR=/sys/devices/system/cpu\n"
 

@@ -1,0 +1,1 @@
+"""pmubuild.bench: invoke bench's statistics and frequency comparison."""

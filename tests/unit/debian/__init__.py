@@ -1,0 +1,1 @@
+"""pmubuild.debian and debian/: the packages, their test's stages, dkms.conf."""

@@ -1,0 +1,1 @@
+"""The documentation against the code: DIAGNOSTICS, the man page, the sysfs ABI file."""

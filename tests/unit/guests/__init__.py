@@ -1,0 +1,1 @@
+"""pmubuild.guests: cpio, QEMU's console, the guest parts, matrix and debug runs."""

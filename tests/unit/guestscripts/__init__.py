@@ -1,0 +1,1 @@
+"""The in-guest test scripts (tests/guest) run on the host against fakes."""

@@ -1,0 +1,1 @@
+"""pmubuild.hw: invoke test-hw on fake hosts and fake hardware."""

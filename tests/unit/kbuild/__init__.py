@@ -1,0 +1,1 @@
+"""pmubuild.kbuild: compat and modverify on hand-made and real-looking trees."""

@@ -1,0 +1,1 @@
+"""tasks.py, pmubuild.commands and ./devenv: what a clone runs."""

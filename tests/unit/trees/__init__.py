@@ -1,0 +1,1 @@
+"""pmubuild.trees: apt mirrors, the cache, versions, the matrix, kernels, kdir, toolchains."""
