@@ -1,10 +1,14 @@
 """pmubuild.debian.pkgtest without chroots: the stage manifest against the stage script, the
 script's syntax under dash (the chroots' /bin/sh), and the apt sources it writes."""
 
+import importlib.util
+import os
 import re
 import shutil
 import signal
 import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
@@ -212,6 +216,22 @@ def test_a_unit_argument_outside_the_list_is_refused(capsys):
     assert "'bullseye/arm64' is not one of" in capsys.readouterr().err
     for bad in (["--lanes=3"], ["--lanes=0"], ["--lanes=x"], ["--lanes=1", "sid/amd64"]):
         assert pkgtest.main(bad) == 2, bad
+
+
+def test_the_worker_and_test_all_run_this_module_by_its_name():
+    """WORKER (each unit, `python -m NAME SUITE/ARCH`) and `invoke test`'s background
+    test-package (commands.test_all: pkgtest.__name__) name this module. The runner tests
+    replace WORKER with a fake, so only this would see a name the module moved away from."""
+    assert pkgtest.WORKER[:2] == (sys.executable, "-m")
+    assert pkgtest.WORKER[2] == pkgtest.__name__ == "pmubuild.debian.pkgtest"
+    spec = importlib.util.find_spec(pkgtest.WORKER[2])
+    assert spec is not None and Path(spec.origin).resolve() == Path(pkgtest.__file__).resolve()
+    repo = Path(pkgtest.__file__).resolve().parents[2]
+    env = {**os.environ, "PYTHONPATH": str(repo)}
+    proc = subprocess.run([*pkgtest.WORKER, "bullseye/arm64"], cwd=repo, env=env,
+                          capture_output=True, text=True, timeout=120)
+    # Run as __main__: the module's own main, which refuses a unit outside its list.
+    assert proc.returncode == 2 and "'bullseye/arm64' is not one of" in proc.stdout + proc.stderr
 
 
 def test_omitted_stages_are_neither_expected_nor_run():
