@@ -386,11 +386,11 @@ def skip_summary(skips: list[str]) -> list[str]:
             *(f"  SKIP {s}" for s in skips)]
 
 
-# What `invoke test` runs on the debug kernel (issue 24; README "Under the kernel's
-# debuggers"): the detectors (one guest) and the debug profile with every 20th point of
-# its load sweep, every point on at most 8 from the first in the module's init, and the
-# last 8 (each point is 15 s; the init has a hundred and more). `invoke test-debug` runs
-# the whole sweep and the stress profile.
+# What `invoke test` runs on the debug kernel (issue 24; docs/DEVELOPING.md "Under the
+# kernel's debuggers"): the detectors (one guest) and the debug profile with every 20th
+# point of its load sweep, every point on at most 8 from the first in the module's init,
+# and the last 8 (each point is 15 s; the init has a hundred and more). `invoke
+# test-debug` runs the whole sweep and the stress profile.
 CI_DEBUG_PROFILES = "debug"
 CI_FAIL_NTH_STEP = 20
 CI_FAIL_NTH_WINDOW = 8

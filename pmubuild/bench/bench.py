@@ -158,7 +158,8 @@ def run_readbench(exe: Path, runs: int) -> dict[str, object]:
 
 def build_userlib(out_dir: Path = OUT_DIR / "py") -> Path:
     """An importable simple_pmu (the pure-Python modules and a freshly built _native)
-    in out_dir, built with the one-line command of the README."""
+    in out_dir, built with the one-line command of docs/DEVELOPING.md (Running things in a
+    guest)."""
     pkg = out_dir / "simple_pmu"
     if pkg.exists():
         shutil.rmtree(pkg)

@@ -8,11 +8,11 @@
 # before the module was ever loaded. lost_ns=0: perf's pinned
 # group was never pushed off its counters. Its count keeps rising after rmmod.
 # Steps run *during* windows too (from cpu0): there QEMU's global instruction
-# count inflates windows by the other vCPU's work (README, Known problem), so
-# their smallest window must be exact and none more than 5000000 above. Across
-# each phase perf's CPU-wide count must rise by no more than its windows and a
-# 50000000-instruction allowance for the step itself: a counter reset or rewrite
-# by the driver would show as a jump of 2^31 or more.
+# count inflates windows by the other vCPU's work (docs/DEVELOPING.md, Tests:
+# Known problem), so their smallest window must be exact and none more than
+# 5000000 above. Across each phase perf's CPU-wide count must rise by no more than
+# its windows and a 50000000-instruction allowance for the step itself: a counter
+# reset or rewrite by the driver would show as a jump of 2^31 or more.
 . /tests/lib.sh
 [ -d /sys/module/simple_pmu ] && fail "module already loaded"
 out=$(perfcoexist 1 100000 before: load:"modprobe $MOD" ring3:"echo 3 > $SYSFS/ring" \

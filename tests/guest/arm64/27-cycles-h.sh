@@ -6,9 +6,10 @@
 [ "$(cat $SYSFS/ring)" = 2 ] || fail "ring is $(cat $SYSFS/ring), want the default 2"
 # What the Python tests before left the other vCPU (seen once: +31109 in a window).
 settle
-# A window the other vCPU disturbed (QEMU's global instruction count, README) makes
-# cyclesh report "differs between runs": only that is tried again, 19 times at most
-# (a try is 40 windows on two CPUs: a third to a half of the tries are disturbed).
+# A window the other vCPU disturbed (QEMU's global instruction count,
+# docs/DEVELOPING.md, Tests: Known problem) makes cyclesh report "differs between
+# runs": only that is tried again, 19 times at most (a try is 40 windows on two
+# CPUs: a third to a half of the tries are disturbed).
 # The other vCPU's work only ever adds, by no bounded amount (seen: +35206 under host
 # load): a line is a disturbance when at least half its values are its smallest; a
 # counter that really moved would not keep returning one value.

@@ -101,12 +101,13 @@ settle() {
 
 # Under -icount shift=0, QEMU's INST_RETIRED is its global instruction count and
 # PMCCNTR its virtual clock: whatever the other vCPU executes during a window lands
-# in it (README, Known problem; measured: about 1 window of 20 on cpu1, each +16 or
-# about +3400, whether the driver's timer runs every 100 ms or every 10 s; none on a
-# CPU that is alone). How much it adds has no bound (seen under host load: +31109,
-# +35206 on cpu1), so only its direction tells it from a defect: a batch with a window
-# off upwards is QEMU's and is run again, at most ten times; a count below the
-# expected one fails at once, and so does a batch never clean in ten tries.
+# in it (docs/DEVELOPING.md, Tests: Known problem; measured: about 1 window of 20 on
+# cpu1, each +16 or about +3400, whether the driver's timer runs every 100 ms or
+# every 10 s; none on a CPU that is alone). How much it adds has no bound (seen
+# under host load: +31109, +35206 on cpu1), so only its direction tells it from a
+# defect: a batch with a window off upwards is QEMU's and is run again, at most ten
+# times; a count below the expected one fails at once, and so does a batch never
+# clean in ten tries.
 
 # alone SED-SCRIPT CMD...: run CMD, then print its output filtered by sed -n SCRIPT.
 # Not a pipeline: the filter would start (fork, exec) on the other vCPU inside CMD's

@@ -159,9 +159,9 @@ def exact() -> None:
         fail(f"overhead between C-level reads: no undisturbed batch in {BATCH_TRIES}")
     base = spans[SIZES[0]][0]
     # Under -icount, INST_RETIRED is QEMU's global count: an interrupt the other vCPU
-    # takes inside a window lands in it (README, Known problems; seen once in 100 runs,
-    # +6232 with cycles moving as much). Such a batch is measured again, at most
-    # BATCH_TRIES times; a run below the C-level overhead fails at once.
+    # takes inside a window lands in it (docs/DEVELOPING.md, Tests: Known problem; seen
+    # once in 100 runs, +6232 with cycles moving as much). Such a batch is measured
+    # again, at most BATCH_TRIES times; a run below the C-level overhead fails at once.
     for attempt in range(1, BATCH_TRIES + 1):
         runs, retried = {}, 0
         for n in SIZES:

@@ -1167,14 +1167,14 @@ def test_step_node(tmp_path, monkeypatch):
 
 
 
-def test_loaded_steps_are_the_readme_steps(monkeypatch):
-    """Every step of the README's test-hw table that needs the module is run by
+def test_loaded_steps_are_the_documented_steps(monkeypatch):
+    """Every step of docs/DEVELOPING.md's test-hw table that needs the module is run by
     loaded_steps (a step dropped from the list would otherwise pass unseen)."""
     names = []
     monkeypatch.setattr(hwtest_steps, "_guarded", lambda name, fn: names.append(name))
     monkeypatch.setattr(hwtest_steps, "online_cpus", lambda: [0])
     hwtest_steps.loaded_steps(None)
-    table = next(b for b in (REPO / "README.md").read_text().split("\n\n")
+    table = next(b for b in (REPO / "docs" / "DEVELOPING.md").read_text().split("\n\n")
                  if "| `member-reads` |" in b)
     documented = re.findall(r"^\| `([a-z0-9-]+)` \|", table, re.M)
     outside = {"load", "perf-baseline", "rdpmc-load", "unload", "rdpmc-unload",
