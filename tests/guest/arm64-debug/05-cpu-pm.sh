@@ -9,9 +9,8 @@
 # interventions (access found revoked and opened again, any cause) less the timer's
 # checks must be at least half the idle-state entries. Then, with nobody let in, no PM
 # exit may give a new generation (nothing was reloaded: 64-bit counters). SKIP on a
-# kernel or tree without
-# an idle state (qemu.boot(idle_states=True) gives QEMU's tree one, pmubuild/guests/idledt.py;
-# the debug kernel has CPU_IDLE).
+# kernel or tree without an idle state (qemu.boot(idle_states=True) gives QEMU's tree
+# one, pmubuild/guests/idledt.py; the debug kernel has CPU_IDLE).
 . /tests/lib.sh
 reads=20
 usage() { # CPU: entries into the idle states above WFI so far

@@ -25,6 +25,10 @@ PKG = REPO / "pmubuild"
 KBUILD = PKG / "kbuild"
 
 
+# dkms.conf runs the scripts so on users' machines.
+SYSTEM_PYTHON = "/usr/bin/python3"
+
+
 def module_name(path: Path) -> str:
     parts = path.relative_to(REPO).with_suffix("").parts
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
@@ -238,22 +242,33 @@ def test_the_dkms_tree_runs_its_scripts_as_dkms_conf_does(tmp_path):
     """/usr/src/simple-pmu-V laid out from debian/rules' install line: compat.py renders a
     tree's compat.h from the template beside it and modverify.py answers, both run as
     plain scripts from the tree's top as dkms.conf's MAKE[0] runs them (a script's
-    relative import always fails, so this is the `from kbuildfiles import` fallback)."""
+    relative import always fails, so this is the `from kbuildfiles import` fallback), by
+    Debian's /usr/bin/python3 with its own python3-jinja2 and python3-pyelftools only (-E:
+    no PYTHON* variables; -s: no user site; not -I, whose -P would drop the script's own
+    folder that the fallback needs) and no pmubuild importable."""
+    probe = subprocess.run([SYSTEM_PYTHON, "-E", "-s", "-c", "import jinja2, elftools"],
+                           capture_output=True, text=True, cwd=tmp_path)
+    assert probe.returncode == 0, (
+        f"{SYSTEM_PYTHON} lacks python3-jinja2 or python3-pyelftools (./devenv installs "
+        f"them): {probe.stderr.strip()}")
     src = tmp_path / "usr" / "src" / "simple-pmu-0.1"
     (src / "pmubuild").mkdir(parents=True)
     sources, _ = rules_dkms_install()
     for s in sources:
         (src / "pmubuild" / Path(s).name).write_bytes((REPO / s).read_bytes())
     kdir = make_tree(tmp_path / "kdir", "amd64")
-    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    alone = subprocess.run([SYSTEM_PYTHON, "-E", "-s", "-c",
+                            "import importlib.util; print(importlib.util.find_spec('pmubuild'))"],
+                           cwd=src / "pmubuild", capture_output=True, text=True)
+    assert alone.stdout.strip() == "None", alone.stdout + alone.stderr
     out = tmp_path / "compat.h"
-    compat = subprocess.run([sys.executable, "pmubuild/compat.py", "--kdir", str(kdir),
-                             "--out", str(out)], cwd=src, env=env, capture_output=True,
+    compat = subprocess.run([SYSTEM_PYTHON, "-E", "-s", "pmubuild/compat.py", "--kdir",
+                             str(kdir), "--out", str(out)], cwd=src, capture_output=True,
                             text=True, timeout=120)
     assert compat.returncode == 0, compat.stderr
     assert out.read_text() == compat_mod.render(*compat_mod.probe_all(kdir))
-    usage = subprocess.run([sys.executable, "pmubuild/modverify.py", "--help"], cwd=src,
-                           env=env, capture_output=True, text=True, timeout=120)
+    usage = subprocess.run([SYSTEM_PYTHON, "-E", "-s", "pmubuild/modverify.py", "--help"],
+                           cwd=src, capture_output=True, text=True, timeout=120)
     assert usage.returncode == 0 and "--kdir" in usage.stdout, usage.stderr
 
 

@@ -106,6 +106,8 @@ def test_no_section_is_in_both_documents():
     shared = {t.lower() for t in SHARED_TITLES}
     assert (readme_all & guide_top) - shared == set(), "README repeats a guide's section"
     assert (guide_all & readme_top) - shared == set(), "the guide repeats a README section"
+    # Subsections too (helper-56: a ### in both passed).
+    assert (readme_all & guide_all) - shared == set(), "a heading is in both documents"
 
 
 def test_the_readme_points_to_the_developer_guide():
