@@ -1,11 +1,11 @@
 """The steps of `invoke test-hw` on real Intel hardware (pmubuild.hw.run runs them).
 
 The same checks the arm64 in-guest suite makes (tests/guest/arm64), on the x86 driver's
-sysfs contract (notes/x86-abi.md): load, sysfs, counters advance on every CPU, a known
-loop counted to the instruction, cycles against the TSC, two processes on one CPU, perf
-beside the driver, CPU hotplug, unload. And who may read (issue 23): loading opens the
-counters to nobody; a process is let in by mapping /dev/simple-pmu (root's, 0600, or a
-group's from a udev rule) while the cpu PMU's rdpmc is 1, and rdpmc 2 lets everyone in.
+sysfs contract (docs/ABI/sysfs-devices-system-simple-pmu): load, sysfs, counters advance
+on every CPU, a known loop counted to the instruction, cycles against the TSC, two
+processes on one CPU, perf beside the driver, CPU hotplug, unload. And who may read
+(issue 23): loading opens the counters to nobody; a process is let in by mapping
+/dev/simple-pmu (root's, 0600, or a group's from a udev rule) while the cpu PMU's rdpmc is 1, and rdpmc 2 lets everyone in.
 Programs: tests/hw/src/*.c, built with the project's include/cycles.h (which lets its
 process in by itself), and hwraw, a raw RDPMC reader that lets itself in only when told.
 Only the pure helpers here (parsers, index rules, verdicts) are tested without hardware,
@@ -43,7 +43,7 @@ CPU_SYSFS = Path("/sys/devices/system/cpu")
 NODE = Path("/dev/simple-pmu")  # the misc device that lets a process in
 MISC_SYSFS = Path("/sys/class/misc/simple-pmu")
 
-# The sysfs contract (notes/x86-abi.md): top-level and per-CPU attributes.
+# The sysfs contract (docs/ABI/sysfs-devices-system-simple-pmu): top-level and per-CPU attributes.
 TOP_ATTRS = ("generation", "cpus", "recheck_ms", "events", "ring", "rdpmc_fixed",
              "pmu_version", "num_gp", "gp_width", "num_fixed", "fixed_width", "fixed_mask",
              "events_unavailable", "rdpmc_always", "access", "members")

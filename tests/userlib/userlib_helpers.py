@@ -97,7 +97,7 @@ FIXED = 1 << 30  # RDPMC ECX bit 30: fixed counter n is FIXED + n
 
 
 class FakeX86Driver(FakeDriver):
-    """The x86 driver's simple-pmu0 as /work/notes/x86-abi.md (issue 13) describes it:
+    """The x86 driver's simple-pmu0 as docs/ABI/sysfs-devices-system-simple-pmu describes it:
     the 2011 attributes (ring, rdpmc_fixed), CPUID facts, `events` 0xc0,0x300 and per CPU
     RDPMC operands (fixed counter n: 2^30 + n), user_access and conflicts. Beside it,
     event_source/cpu/rdpmc stands in for /sys/bus/event_source/devices (rdpmc 2)."""

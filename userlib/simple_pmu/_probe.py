@@ -517,10 +517,11 @@ def x86_placement(sysfs: Path, attrs: dict[str, str], allowed: list[int],
 def driver_cpu_placement(arch: str, sysfs: Path, attrs: dict[str, str], allowed: list[int],
                          facts: dict[str, object]) -> DriverPlacement:
     """Check the driver's settings and its per-CPU placement (cpuN/) for the CPUs this
-    process may run on; fill facts with a summary. x86 (/work/notes/x86-abi.md): indices
-    are RDPMC operands, instructions are event 0xc0, there is no event_width, and a CPU
-    whose cpuN/user_access is 0 is closed; arm64: instructions are 0x08, and user_access
-    and event_width are the driver's (top level)."""
+    process may run on; fill facts with a summary. x86
+    (docs/ABI/sysfs-devices-system-simple-pmu): indices are RDPMC operands, instructions
+    are event 0xc0, there is no event_width, and a CPU whose cpuN/user_access is 0 is
+    closed; arm64: instructions are 0x08, and user_access and event_width are the
+    driver's (top level)."""
     x86 = sysinfo.is_x86(arch)
     result = DriverPlacement()
     access = attrs.get("user_access")

@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
  * spmu_broken: a module with one deliberate bug, chosen by bug=, for each
- * detector of the debug kernel to catch (tests/integration/test_debug_kernel.py).
+ * detector of the debug kernel to catch (pmubuild/guests/debugrun.py, `invoke
+ * test-debug`).
  * It proves the run sees a report of that kind; it is never shipped.
  *
  *   lock-order      two mutexes taken in both orders (lockdep)
