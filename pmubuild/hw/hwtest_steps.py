@@ -5,7 +5,8 @@ sysfs contract (docs/ABI/sysfs-devices-system-simple-pmu): load, sysfs, counters
 on every CPU, a known loop counted to the instruction, cycles against the TSC, two
 processes on one CPU, perf beside the driver, CPU hotplug, unload. And who may read
 (issue 23): loading opens the counters to nobody; a process is let in by mapping
-/dev/simple-pmu (root's, 0600, or a group's from a udev rule) while the cpu PMU's rdpmc is 1, and rdpmc 2 lets everyone in.
+/dev/simple-pmu (root's, 0600, or a group's from a udev rule) while the cpu PMU's rdpmc
+is 1, and rdpmc 2 lets everyone in.
 Programs: tests/hw/src/*.c, built with the project's include/cycles.h (which lets its
 process in by itself), and hwraw, a raw RDPMC reader that lets itself in only when told.
 Only the pure helpers here (parsers, index rules, verdicts) are tested without hardware,
