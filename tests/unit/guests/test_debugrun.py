@@ -274,6 +274,9 @@ def test_invoke_test_debug_passes_the_flavour_and_leaves_the_default_profiles_to
 
     from invoke.parser import Parser, ParserContext
 
+    # tasks.py sits at the checkout's top, on sys.path under `python -m pytest` only
+    # (plain pytest, as `invoke unit` runs it, puts the tests' own folders there).
+    monkeypatch.syspath_prepend(str(Path(commands.__file__).resolve().parents[1]))
     import tasks
 
     seen = []
