@@ -8,7 +8,6 @@ import shutil
 import struct
 import subprocess
 import threading
-import time
 from pathlib import Path
 
 import pytest
@@ -316,7 +315,8 @@ def test_builders_take_turns_and_leave_the_others_scratch_alone(cache_dir, monke
             assert other.is_dir(), "removed a scratch directory under another's lock"
         finally:
             fcntl.flock(lock, fcntl.LOCK_UN)
-        builder.join(timeout=idledt.TIMEOUT_S)
+        # A bound against a hang, not a timing: the build runs a dozen tools.
+        builder.join(timeout=10 * idledt.TIMEOUT_S)
     assert not builder.is_alive() and dumping.is_set()
     assert [p.name for p in cache_dir.iterdir()] == [result[0].name]
     assert idledt.problems(result[0]) == []
@@ -338,9 +338,8 @@ def test_a_wrong_tree_is_not_cached(cache_dir, monkeypatch):
 
 
 def test_a_stuck_tool_is_stopped(monkeypatch):
+    # Only the timeout path says "did not finish" (a finished sleep 30 raises nothing).
     monkeypatch.setattr(idledt, "TIMEOUT_S", 0.5)
-    start = time.monotonic()
     with pytest.raises(PipelineError, match=r"^a stuck dumpdtb did not finish in 0\.5 s: "
                                             r"sleep 30$"):
         idledt._run(["sleep", "30"], "a stuck dumpdtb")
-    assert time.monotonic() - start < 10
