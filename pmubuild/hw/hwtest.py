@@ -317,7 +317,7 @@ def rdpmc_set(event_source: Path, pmus: Sequence[str], value: str,
                     f"{restore[p]}: {e}")
 
 
-def _git_commit() -> str | None:
+def git_commit() -> str | None:
     """The checkout's commit; None outside a git checkout or without git installed."""
     try:
         proc = subprocess.run(["git", "-C", str(REPO), "describe", "--always", "--dirty",
@@ -327,7 +327,8 @@ def _git_commit() -> str | None:
     return proc.stdout.strip() or None if proc.returncode == 0 else None
 
 
-def _modinfo(ko: Path, field_name: str) -> str | None:
+def modinfo(ko: Path, field_name: str) -> str | None:
+    """One field of a built module's .modinfo; None when modinfo fails or it is empty."""
     proc = subprocess.run(["modinfo", "-F", field_name, str(ko)], capture_output=True,
                           text=True)
     return proc.stdout.strip() or None if proc.returncode == 0 else None

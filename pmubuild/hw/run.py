@@ -25,7 +25,7 @@ def run(json_path: Path | None = None, view: HostView | None = None) -> int:
 
     host = dict(pf.facts)
     host.update({"perfmon_version": None, "module_version": None,
-                 "module_commit": hwtest._git_commit()})
+                 "module_commit": hwtest.git_commit()})
     records: list[Record] = []
     progs = hwtest_steps.compile_programs(hwtest.REPO / "build" / "hw" / view.release)
     cpuid = hwtest_steps.cpuid_facts(progs)
@@ -40,8 +40,8 @@ def run(json_path: Path | None = None, view: HostView | None = None) -> int:
     ctx = hwtest_steps.Context(progs, view.event_source, pf.pmus, original, cpuid)
     records.append(hwtest_steps.perf_baseline(ctx))
     ko = hwtest.build_module(view.kbuild)
-    host["module_version"] = hwtest._modinfo(ko, "version")
-    host["module_srcversion"] = hwtest._modinfo(ko, "srcversion")
+    host["module_version"] = hwtest.modinfo(ko, "version")
+    host["module_srcversion"] = hwtest.modinfo(ko, "srcversion")
     with hwtest.rdpmc_set(view.event_source, pf.pmus, hwtest.RDPMC_MEMBERS, original):
         before_load = hwtest.read_rdpmc(view.event_source, pf.pmus)
         try:

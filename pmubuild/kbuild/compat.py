@@ -42,7 +42,7 @@ except ImportError:  # run as a plain script from its directory (dkms.conf MAKE[
 
 # compat.h.j2 is beside this file: in the checkout (pmubuild/kbuild/) and in the DKMS tree
 # (/usr/src/simple-pmu-VERSION/pmubuild/, debian/rules).
-TEMPLATES = Path(__file__).resolve().parent
+TEMPLATE_DIR = Path(__file__).resolve().parent
 
 
 class CompatError(Exception):
@@ -185,7 +185,7 @@ def probe_all(kdir: Path) -> tuple[Tree, list[Result]]:
 
 
 def render(tree: Tree, results: list[Result]) -> str:
-    env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(TEMPLATES)),
+    env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(TEMPLATE_DIR)),
                              undefined=jinja2.StrictUndefined, keep_trailing_newline=True,
                              trim_blocks=True, lstrip_blocks=True)
     # Header lines quoted as evidence may hold comment delimiters of their own.

@@ -474,7 +474,7 @@ def fake_run(tmp_path, monkeypatch, *, insmod_fails=False, step_status="pass", r
                         lambda err: Record("unload", "pass" if err is None else "fail", err or ""))
     monkeypatch.setattr(hwtest, "build_module", lambda kbuild: calls.append("build") or
                         tmp_path / "simple-pmu.ko")
-    monkeypatch.setattr(hwtest, "_modinfo", lambda ko, f: "0.1")
+    monkeypatch.setattr(hwtest, "modinfo", lambda ko, f: "0.1")
     monkeypatch.setattr(hwtest, "insmod", insmod)
     monkeypatch.setattr(hwtest, "rmmod", rmmod)
     monkeypatch.setattr(hwtest, "module_loaded", lambda: bool(loaded))
