@@ -162,9 +162,12 @@ def test_no_import_circle():
 
 
 def test_the_layers_name_every_package_once():
+    """Every package and every module at pmubuild's top (commands only): a loose
+    pmubuild/helpers.py would belong to no layer."""
     order = layers()
     assert len(order) == len(set(order))
     assert set(order) == (PACKAGES - {"pmubuild"}) | {"pmubuild.commands"}
+    assert set(order) == {package_of(m) for m in MODULES} - {"pmubuild"}
 
 
 def test_no_package_imports_one_below_it_in_the_layers():
@@ -185,8 +188,14 @@ def test_no_package_imports_one_below_it_in_the_layers():
 @pytest.mark.parametrize("mod", sorted(m for m in MODULES if m.startswith("pmubuild.kbuild.")))
 def test_kbuild_imports_nothing_of_pmubuild_outside_itself(mod):
     """DKMS runs these from /usr/src without the rest of pmubuild (and without kbuild's
-    __init__.py): only the standard library, jinja2, elftools and each other."""
+    __init__.py): only the standard library, jinja2, elftools and each other. A sibling as
+    `from .x import` inside a `try:` whose handler does `from x import` (a plain script has
+    no package for the first); never `pmubuild.kbuild.x`, there is no pmubuild there."""
     tree = ast.parse(MODULES[mod].read_text())
+    with_fallback = {id(n) for t in ast.walk(tree) if isinstance(t, ast.Try)
+                     for n in t.body if isinstance(n, ast.ImportFrom) and n.level
+                     and any(isinstance(f, ast.ImportFrom) and not f.level
+                             and f.module == n.module for h in t.handlers for f in h.body)}
     outside = []
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
@@ -194,15 +203,15 @@ def test_kbuild_imports_nothing_of_pmubuild_outside_itself(mod):
         elif isinstance(node, ast.ImportFrom):
             if node.level:
                 assert node.level == 1 and node.module, f"{mod}:{node.lineno}: not a sibling"
-                names = [f"pmubuild.kbuild.{node.module}"]
-            else:
-                names = [node.module or ""]
+                if id(node) not in with_fallback:
+                    outside.append(f"{mod}:{node.lineno} .{node.module} without the fallback")
+                continue
+            names = [node.module or ""]
         else:
             continue
         for name in names:
             top = name.split(".")[0]
-            sibling = f"pmubuild.kbuild.{name}" in MODULES
-            if name.startswith("pmubuild.kbuild.") or sibling:
+            if f"pmubuild.kbuild.{name}" in MODULES:  # the fallback's sibling
                 continue
             if top in sys.stdlib_module_names or top in ("jinja2", "elftools"):
                 continue
@@ -236,6 +245,13 @@ def test_rules_install_exactly_the_kbuild_package_flat():
     assert sorted(Path(s).name for s in sources) == sorted(kbuild_shipped_files())
     assert kbuild_shipped_files() == {"compat.py", "modverify.py", "kbuildfiles.py",
                                       "compat.h.j2"}
+    # Nothing else of debian/rules puts pmubuild into a package (`cp -r ... pmubuild`).
+    text = (REPO / "debian" / "rules").read_text().replace("\\\n", " ")
+    others = [line.strip() for line in text.splitlines() if "pmubuild" in line
+              and not line.lstrip().startswith("#")
+              and line.strip() != "install -d $(DKMS_SRC)/pmubuild"
+              and line.split()[3:] != [*sources, dest]]
+    assert others == []
 
 
 def test_the_dkms_tree_runs_its_scripts_as_dkms_conf_does(tmp_path):
@@ -275,8 +291,9 @@ def test_the_dkms_tree_runs_its_scripts_as_dkms_conf_does(tmp_path):
 # --- REPO and module names after the move --------------------------------------------------
 
 
+# `REPO = ` or `REPO: Path = `.
 @pytest.mark.parametrize("mod", sorted(m for m, p in MODULES.items()
-                                       if re.search(r"^REPO = ", p.read_text(), re.M)))
+                                       if re.search(r"^REPO(?:: [^=]+)? = ", p.read_text(), re.M)))
 def test_every_modules_repo_is_the_checkout(mod):
     """A REPO one level off points into pmubuild/ and fails quietly (nothing to copy,
     checkpatch over no file, seeds not found): each must hold tasks.py and Kbuild."""
