@@ -52,7 +52,9 @@ DEVELOPER_TERMS = {
 }
 
 FENCE = re.compile(r"^(```|~~~).*?^\1[^\n]*$", re.M | re.S)
-LINK = re.compile(r"\[([^\]]*)\]\(([^()\s]+)\)")
+# [text](target), also as (<target>) or with a "title"; and a reference's [name]: target.
+LINK = re.compile(r'\[([^\]]*)\]\(<?([^()\s<>]+)>?(?:\s+"[^"]*")?\)')
+REFERENCE = re.compile(r"^ {0,3}\[[^\]]+\]:\s*<?([^\s<>]+)>?", re.M)
 
 
 def prose(path: Path) -> str:
@@ -89,13 +91,17 @@ def anchors(path: Path) -> set[str]:
 
 
 def links(path: Path) -> list[str]:
-    return [m.group(2) for m in LINK.finditer(prose(path))]
+    text = prose(path)
+    return [m.group(2) for m in LINK.finditer(text)] + REFERENCE.findall(text)
 
 
 def test_the_documents_carry_headings():
     """The checks below mean something only if the headings are found at all."""
     assert len(headings(README, 2)) >= 8 and len(headings(GUIDE, 2)) >= 4
     assert "Layout" in headings(GUIDE, 2) and "Tasks" in headings(GUIDE, 2)
+    # A setext heading (a line underlined with === or ---) is one headings() cannot see.
+    for doc in (README, GUIDE):
+        assert not re.search(r"^.*\S.*\n(?:=+|-+) *$", prose(doc), re.M), doc.name
 
 
 def test_no_section_is_in_both_documents():
@@ -132,6 +138,17 @@ def test_every_relative_link_resolves(doc):
 
 def test_the_readme_sections_are_in_the_users_order():
     assert headings(README, 2) == README_SECTIONS
+
+
+# The invoke tasks the README names: a user builds (build, package), tries (demo), runs
+# the hardware test on Intel (test-hw), and reads the one test command CI runs (test).
+# Every other task (lint, unit, kdir, render, verify, sign, bench, test-qemu...) is the
+# guide's.
+README_TASKS = {"build", "package", "demo", "test", "test-hw"}
+
+
+def test_the_readme_names_only_a_users_tasks():
+    assert set(re.findall(r"\binvoke ([\w-]+)", README.read_text())) == README_TASKS
 
 
 @pytest.mark.parametrize("term", sorted(DEVELOPER_TERMS))
