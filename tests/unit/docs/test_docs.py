@@ -11,14 +11,17 @@ REPO = Path(__file__).resolve().parents[3]
 MAN = REPO / "docs" / "simple-pmu.4"
 ABI = REPO / "docs" / "ABI" / "sysfs-devices-system-simple-pmu"
 SOURCES = sorted((REPO / "drivers").rglob("*.c"))
+PRINT = re.compile(
+    r'\bpr_(?:emerg|alert|crit|err|warn|notice|info)(?:_once|_ratelimited)?\(\s*((?:"[^"]*"\s*)+)')
 
 
 def messages() -> list[str]:
-    """Format strings of pr_err/pr_warn/pr_info calls (pr_debug is documented as a class)."""
+    """Format strings of pr_err/pr_warn/pr_info calls, also _once and _ratelimited (pr_debug
+    is documented as a class)."""
     found = []
     for src in SOURCES:
         text = src.read_text()
-        for m in re.finditer(r'\bpr_(?:err|warn|info|notice)\(\s*((?:"[^"]*"\s*)+)', text):
+        for m in PRINT.finditer(text):
             found.append("".join(re.findall(r'"([^"]*)"', m.group(1))).removesuffix("\\n"))
     return found
 
@@ -65,7 +68,9 @@ def test_every_message_is_in_diagnostics(msg):
 
 @pytest.mark.parametrize("name", sorted(attributes()))
 def test_every_attribute_is_documented(name):
-    assert f"Pa {name}" in MAN.read_text() or f", Pa {name}" in MAN.read_text()
+    """An entry of its own (`.It Pa name`, or one of `.It Pa num_gp , Pa gp_width`): the
+    name in a sentence elsewhere (`.Pa access`) is no documentation."""
+    assert re.search(rf"^\.It Pa (?:\w+ , Pa )*{name}(?: |$)", MAN.read_text(), re.M)
     assert f"simple-pmu0/{name}\n" in ABI.read_text()
 
 
