@@ -179,7 +179,13 @@ def command(arch: str, image: Path, initrd: Path, mode: str, smp: int = 2,
         binary = "qemu-system-x86_64"
         # TCG's x86 CPU models have no PMU (no architectural perfmon).
         machine = ["-M", "pc", "-cpu", "max"]
-        timing = []
+        # thread=single: one host thread runs the vCPUs in turn. QEMU 7.2's multi-threaded
+        # TCG (Debian 12's) can run a vCPU's stale translation of code another vCPU just
+        # patched: a Debian kernel's text_poke_bp() then takes an int3 it no longer
+        # expects ("Oops: int3" at a "66 <90>" site, during boot, no module loaded).
+        # (arm64's guests mostly run under -icount, single-threaded already; its kernels
+        # patch single instructions, which the architecture lets others run meanwhile.)
+        timing = ["-accel", "tcg,thread=single"]
         append = f"console=ttyS0 {append}"
         if idle_states:
             raise PipelineError("idle states in the device tree: arm64 guests only")
