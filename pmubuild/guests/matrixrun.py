@@ -135,9 +135,11 @@ def run_combo(apt: PrivateApt, suite: Suite, arch: str, timeout: float,
 
 def boot_once_more(boot: Callable[[], qemu.GuestRun]) -> tuple[qemu.GuestRun, str | None]:
     """Boot; if the guest's kernel crashed before its init ran (no BOOTED line: no module
-    loaded, no test started), boot once more and say why. Seen once in the CI: sid amd64
-    7.2 under TCG, "Oops: int3" in sched_clock_cpu while unpacking the initramfs, 1.5 s
-    into boot; the next boot was clean. A crash after the init started is never retried."""
+    loaded, no test started), boot once more and say why. Seen in the CI on sid and trixie
+    amd64 under QEMU 7.2: "Oops: int3" in sched_clock_cpu, a stale translation of patched
+    kernel text, which amd64 guests now avoid with single-threaded TCG (qemu.command); an
+    amd64 retry after that would prove that diagnosis wrong. A crash after the init
+    started is never retried."""
     run = boot()
     if run.crash is None or run.booted:
         return run, None

@@ -179,12 +179,16 @@ def command(arch: str, image: Path, initrd: Path, mode: str, smp: int = 2,
         binary = "qemu-system-x86_64"
         # TCG's x86 CPU models have no PMU (no architectural perfmon).
         machine = ["-M", "pc", "-cpu", "max"]
-        # thread=single: one host thread runs the vCPUs in turn. QEMU 7.2's multi-threaded
-        # TCG (Debian 12's) can run a vCPU's stale translation of code another vCPU just
-        # patched: a Debian kernel's text_poke_bp() then takes an int3 it no longer
-        # expects ("Oops: int3" at a "66 <90>" site, during boot, no module loaded).
-        # (arm64's guests mostly run under -icount, single-threaded already; its kernels
-        # patch single instructions, which the architecture lets others run meanwhile.)
+        # thread=single: one host thread runs both vCPUs. QEMU before 8.1 (Debian 12 has
+        # 7.2; fixed by its commit deba78709ae8) translated guest code without locking the
+        # page, so a vCPU could link in and keep running a translation made while another
+        # vCPU patched that code: the stray int3 of a finished text_poke_bp() then oopses
+        # the kernel at boot ("Oops: int3" at a "66 <90>" site, no module loaded; CI, sid
+        # and trixie). The amd64 guests test refusals and gain nothing from two threads, so
+        # the flag stays on newer QEMU too. arm64 guests without -icount (stress, debug,
+        # KCSAN) are exposed as well, silently (a stale static-key branch on one vCPU), but
+        # need vCPUs that really run in parallel; the exact counts run under -icount, which
+        # is single-threaded by itself.
         timing = ["-accel", "tcg,thread=single"]
         append = f"console=ttyS0 {append}"
         if idle_states:

@@ -1,5 +1,7 @@
 """Reading the guest's console: results, outputs, crashes, timeouts, command mode."""
 
+import pytest
+
 from pmubuild.guests import qemu
 from pmubuild.guests.qemu import GuestRun, parse_console
 
@@ -156,18 +158,24 @@ def test_qemu_command_line_arm64(monkeypatch, tmp_path):
     assert argv[argv.index("-initrd") + 1] == str(tmp_path / "initrd")
 
 
-def test_qemu_command_line_amd64_single_threaded_tcg(monkeypatch, tmp_path):
-    """x86 guests run one TCG thread (QEMU 7.2's multi-threaded TCG can run a stale
-    translation of code the kernel just patched: "Oops: int3" at boot); arm64's under
-    -icount, which is single-threaded by itself, are left alone."""
+@pytest.mark.parametrize("smp", [1, 2, 4])
+def test_qemu_command_line_amd64_single_threaded_tcg(monkeypatch, tmp_path, smp):
+    """x86 guests run one TCG thread whatever their vCPU count (QEMU 7.2's multi-threaded
+    TCG can run a stale translation of code the kernel just patched: "Oops: int3" at
+    boot); arm64's, with or without -icount, get no -accel option (without -icount they
+    keep one thread per vCPU, which the stress guest and the detectors need)."""
     monkeypatch.setattr(qemu.shutil, "which", lambda name: f"/usr/bin/{name}")
-    argv = qemu.command("amd64", tmp_path / "bzImage", tmp_path / "initrd", "test")
-    assert argv[0] == "qemu-system-x86_64"
-    assert argv[argv.index("-accel") + 1] == "tcg,thread=single"
-    assert "console=ttyS0" in argv[argv.index("-append") + 1]
-    arm = qemu.command("arm64", tmp_path / "Image", tmp_path / "initrd", "test")
-    assert "-accel" not in arm
-    assert arm[arm.index("-icount") + 1] == "shift=0,sleep=off"
+    argv = qemu.command("amd64", tmp_path / "bzImage", tmp_path / "initrd", "test", smp=smp)
+    assert argv[:12] == ["qemu-system-x86_64", "-M", "pc", "-cpu", "max", "-smp", str(smp),
+                         "-m", "1024", "-accel", "tcg,thread=single", "-nographic"]
+    assert argv.count("-accel") == 1 and "-icount" not in argv
+    append = argv[argv.index("-append") + 1]
+    assert "console=ttyS0" in append and "accel" not in append
+    for icount in (True, False):
+        arm = qemu.command("arm64", tmp_path / "Image", tmp_path / "initrd", "test",
+                           icount=icount)
+        assert "-accel" not in arm
+        assert ("-icount" in arm) == icount
 
 
 def test_qemu_command_line_params_and_pauth(monkeypatch, tmp_path):
