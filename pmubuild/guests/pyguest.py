@@ -8,10 +8,12 @@ archive followed by the small per-guest one (which holds simple_pmu, rebuilt eac
 """
 
 import hashlib
+import os
 import re
 import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 from elftools.elf.elffile import ELFFile
@@ -135,20 +137,27 @@ def extension(apt: PrivateApt, arch: str, out_dir: Path) -> Path:
         return so
     inc = headers(apt, arch)
     out_dir.mkdir(parents=True, exist_ok=True)
-    tmp = so.with_name(f".{so.name}.tmp")
-    # The guest's libc headers before the compiler's own (-isystem comes first).
-    proc = subprocess.run([cc, "-O2", "-Wall", "-Werror", "-shared", "-fPIC",
-                           "-isystem", str(inc), "-isystem", str(inc / triplet),
-                           f"-I{inc}/python3.11", f"-I{REPO / 'include'}", "-o", str(tmp),
-                           str(sources[0])], capture_output=True, text=True)
-    if proc.returncode != 0:
-        raise PipelineError(f"building simple_pmu._native for {arch} failed:\n{proc.stderr}")
-    need = glibc_needed(tmp)
-    if need > _upstream(libc):
-        tmp.unlink()
-        raise PipelineError(f"simple_pmu._native for {arch} needs GLIBC_"
-                            f"{'.'.join(map(str, need))}, newer than the guest's libc6 {libc}")
-    tmp.rename(so)
+    # A file of this build's own: test-qemu prepares two kernels' guests at once, and both
+    # may build it (the same bytes); the rename makes whichever lands last the one read.
+    fd, name = tempfile.mkstemp(prefix=f".{so.name}.", suffix=".tmp", dir=out_dir)
+    os.close(fd)
+    tmp = Path(name)
+    try:
+        # The guest's libc headers before the compiler's own (-isystem comes first).
+        proc = subprocess.run([cc, "-O2", "-Wall", "-Werror", "-shared", "-fPIC",
+                               "-isystem", str(inc), "-isystem", str(inc / triplet),
+                               f"-I{inc}/python3.11", f"-I{REPO / 'include'}", "-o", str(tmp),
+                               str(sources[0])], capture_output=True, text=True)
+        if proc.returncode != 0:
+            raise PipelineError(f"building simple_pmu._native for {arch} failed:\n{proc.stderr}")
+        need = glibc_needed(tmp)
+        if need > _upstream(libc):
+            raise PipelineError(f"simple_pmu._native for {arch} needs GLIBC_"
+                                f"{'.'.join(map(str, need))}, newer than the guest's libc6 "
+                                f"{libc}")
+        tmp.rename(so)
+    finally:
+        tmp.unlink(missing_ok=True)
     return so
 
 
