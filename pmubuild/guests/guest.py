@@ -43,9 +43,13 @@ def busybox(apt: PrivateApt, arch: str) -> Path:
     binary = target / "bin" / "busybox"
     if binary.exists():
         return binary
-    (deb,) = apt.download([pkg])
-    with cache.atomic_dir(target) as tmp:
-        subprocess.run(["dpkg-deb", "-x", str(deb), str(tmp)], check=True)
+    # test-qemu prepares two kernels at once: one extracts, the other waits and finds it
+    # (atomic_dir would replace the entry under a reader).
+    with cache.locked("guest-busybox"):
+        if not binary.exists():
+            (deb,) = apt.download([pkg])
+            with cache.atomic_dir(target) as tmp:
+                subprocess.run(["dpkg-deb", "-x", str(deb), str(tmp)], check=True)
     return binary
 
 

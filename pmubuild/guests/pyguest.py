@@ -155,9 +155,10 @@ def extension(apt: PrivateApt, arch: str, out_dir: Path) -> Path:
             raise PipelineError(f"simple_pmu._native for {arch} needs GLIBC_"
                                 f"{'.'.join(map(str, need))}, newer than the guest's libc6 "
                                 f"{libc}")
-        tmp.rename(so)
-    finally:
+        os.replace(tmp, so)
+    except BaseException:
         tmp.unlink(missing_ok=True)
+        raise
     return so
 
 

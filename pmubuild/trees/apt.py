@@ -11,6 +11,7 @@ import re
 import shutil
 import subprocess
 import tempfile
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -264,7 +265,8 @@ class PrivateApt:
             pass
         pkgs = list(parse_packages(path.read_text(errors="replace"), suite, arch))
         memo.parent.mkdir(parents=True, exist_ok=True)
-        tmp = memo.with_suffix(f".{os.getpid()}.tmp")
+        # Per process and thread: test-qemu's threads may parse the same list at once.
+        tmp = memo.with_suffix(f".{os.getpid()}.{threading.get_ident()}.tmp")
         tmp.write_text(json.dumps({"stamp": stamp,
                                    "packages": [dataclasses.astuple(p) for p in pkgs]}))
         tmp.replace(memo)

@@ -68,11 +68,13 @@ def test_two_builds_at_once_each_land(monkeypatch, tmp_path):
     monkeypatch.setattr(pyguest, "glibc_needed", lambda so: (so.read_bytes(), ())[1])
     both_compiled = threading.Barrier(2)
     outputs = []
+    inodes = []
 
     def fake_cc(argv, **kwargs):
         target = Path(argv[argv.index("-o") + 1])
         outputs.append(target)
         target.write_bytes(b"\x7fELF built")
+        inodes.append(target.stat().st_ino)
         both_compiled.wait(timeout=10)  # both compilers done before either goes on
         return subprocess.CompletedProcess(argv, 0, "", "")
 
@@ -82,6 +84,7 @@ def test_two_builds_at_once_each_land(monkeypatch, tmp_path):
     so = out / "_native.cpython-311-aarch64-linux-gnu.so"
     assert results == [so, so] and so.read_bytes() == b"\x7fELF built"
     assert len(set(outputs)) == 2  # each build wrote a file of its own
+    assert so.stat().st_ino in inodes  # renamed into place whole, not copied
     assert sorted(p.name for p in out.iterdir()) == [so.name]  # no temporary left
 
 
